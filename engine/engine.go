@@ -1,0 +1,37 @@
+// Package engine owns the serving side of mesh/1 §5: the Backend interface
+// every engine implements, and the reference engine used for conformance
+// and for machines with no model installed.
+package engine
+
+import (
+	"context"
+
+	"meshd/wire"
+)
+
+// Backend is one engine the router can choose. An engine advertises its
+// fidelity and modelled per-token cost and serves; it never reports energy,
+// which is metered around it by the agent.
+type Backend interface {
+	// Name is the backend's stable name, sealed into the receipt.
+	Name() string
+	// Recipe names the exact composed model that answers (§4), e.g.
+	// "gguf:blake3:<hex>" or "reference:v1:<params>".
+	Recipe() string
+	// Fidelity is the level this backend serves at.
+	Fidelity() wire.Fidelity
+	// UJPerToken is the modelled energy per token (input or output) used by
+	// the router's estimate.
+	UJPerToken() uint64
+	// Serve runs one request. The prompt payload travels beside the request
+	// and never enters the receipt. A failed or interrupted serve returns an
+	// error and no outcome: no receipt may claim undelivered tokens.
+	Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (Result, error)
+}
+
+// Result is what a successful serve delivers.
+type Result struct {
+	Outcome wire.ServeOutcome
+	// Output is the generated text (or token bytes) returned to the caller.
+	Output []byte
+}
