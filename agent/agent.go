@@ -1,0 +1,156 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"time"
+
+	"meshd/engine"
+	"meshd/steward"
+	"meshd/wire"
+)
+
+// EstimatorMeter is the x_meter name of a figure that no hardware produced.
+const EstimatorMeter = "estimator"
+
+// Agent runs serves end to end: authorise, route, meter, seal.
+type Agent struct {
+	backends []engine.Backend
+	meter    Meter // nil: no hardware, figures are Estimator
+	steward  *steward.Steward
+	clock    func() time.Time
+}
+
+// Config assembles an Agent.
+type Config struct {
+	// Backends in registration order, which breaks routing ties.
+	Backends []engine.Backend
+	// Meter wraps each engine call; nil means Estimator provenance.
+	Meter   Meter
+	Steward *steward.Steward
+	// Clock measures window lengths for estimator figures; nil = time.Now.
+	Clock func() time.Time
+}
+
+// New checks cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Steward == nil {
+		return nil, errors.New("agent: a steward is required")
+	}
+	seen := map[string]bool{}
+	for _, b := range cfg.Backends {
+		if seen[b.Name()] {
+			return nil, fmt.Errorf("agent: backend name %q registered twice", b.Name())
+		}
+		seen[b.Name()] = true
+	}
+	a := &Agent{backends: cfg.Backends, meter: cfg.Meter, steward: cfg.Steward, clock: cfg.Clock}
+	if a.clock == nil {
+		a.clock = time.Now
+	}
+	return a, nil
+}
+
+// Response is a completed serve.
+type Response struct {
+	RequestID wire.ContentID
+	Decision  Decision
+	Sealed    *steward.Sealed
+	Output    []byte
+}
+
+// ServeError is a serve that failed after routing; it keeps the decision
+// so the caller can see which backend failed and why it was chosen.
+type ServeError struct {
+	Decision Decision
+	Err      error
+}
+
+func (e *ServeError) Error() string { return e.Err.Error() }
+func (e *ServeError) Unwrap() error { return e.Err }
+
+// Serve runs one request through the four phases of §2. The prompt travels
+// beside the request and never enters the receipt. A failure at any phase
+// seals nothing.
+func (a *Agent) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (*Response, error) {
+	id, err := req.ID()
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if got := wire.ContentOf(prompt); got != req.PromptHash {
+		return nil, fmt.Errorf("serve: %w: prompt_hash %s does not address the prompt sent (%s)", wire.ErrBadRequest, req.PromptHash, got)
+	}
+	dec, err := Route(req, a.backends)
+	if err != nil {
+		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
+	}
+	b := a.backends[dec.Chosen]
+	res, energy, meter, err := a.metered(ctx, b, req, prompt)
+	if err != nil {
+		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w", id, b.Name(), err)}
+	}
+	sealed, err := a.steward.Seal(ctx, steward.Draft{
+		Request:  id,
+		Backend:  b.Name(),
+		Recipe:   b.Recipe(),
+		Route:    dec.Justification,
+		Outcome:  res.Outcome,
+		Floor:    req.FidelityFloor,
+		Served:   b.Fidelity(),
+		Energy:   energy,
+		Metering: meter,
+	})
+	if err != nil {
+		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
+	}
+	return &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output}, nil
+}
+
+// metered calls the engine inside a meter window and turns what the meter
+// saw into an honest Energy. The estimate is always the backend's model
+// applied to the tokens actually served.
+func (a *Agent) metered(ctx context.Context, b engine.Backend, req wire.ServeRequest, prompt []byte) (engine.Result, wire.Energy, wire.Metering, error) {
+	var win Window
+	var meterErr error
+	if a.meter != nil {
+		win, meterErr = a.meter.Open(ctx)
+	}
+	start := a.clock()
+	res, err := b.Serve(ctx, req, prompt)
+	span := a.clock().Sub(start)
+	var reading wire.Reading
+	if win != nil {
+		// Close even when the engine failed, so the window is released.
+		reading, meterErr = win.Close(ctx)
+	}
+	if err != nil {
+		return engine.Result{}, wire.Energy{}, wire.Metering{}, err
+	}
+	if err := res.Outcome.Validate(); err != nil {
+		return engine.Result{}, wire.Energy{}, wire.Metering{}, fmt.Errorf("engine reported an impossible outcome: %w", err)
+	}
+	est := estimate(b.UJPerToken(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut))
+	if win != nil && meterErr == nil {
+		switch reading.Provenance {
+		case wire.HwShunt:
+			return res, wire.Measured(reading.EnergyUJ, est), reading.Metering, nil
+		case wire.ModelBased:
+			// Gaps were bridged by interpolation: the meter-derived figure is
+			// a model, so it is carried as the estimate, never as measured.
+			return res, wire.Modelled(nil, reading.EnergyUJ), reading.Metering, nil
+		}
+	}
+	// No meter, or a meter that saw nothing valid: say so, never a zero.
+	m := wire.Metering{Meter: EstimatorMeter, WindowNs: uint64(span.Nanoseconds())}
+	return res, wire.Estimated(est), m, nil
+}
+
+func estimate(ujPerToken, tokens uint64) uint64 {
+	hi, lo := bits.Mul64(ujPerToken, tokens)
+	if hi != 0 {
+		return ^uint64(0)
+	}
+	return lo
+}

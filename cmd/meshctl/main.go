@@ -1,0 +1,70 @@
+// Command meshctl is the operator's tool for meshd: keys, grants, receipt
+// logs, sensors and models.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one meshctl subcommand. Each lives in its own file.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"keygen", "write a new steward key file (0600, never overwritten)", cmdKeygen},
+		{"verify", "verify a receipt log or a single envelope", cmdVerify},
+		{"grant", "issue, show and verify JCP grants", cmdGrant},
+		{"probe", "list the power sensors found and what each reads", cmdProbe},
+		{"model", "synthesise and inspect GGUF models", cmdModel},
+	}
+}
+
+// errUsage marks an error caused by how the command was called.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "meshctl:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" || args[0] == "--help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: no subcommand", errUsage)
+		}
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	usage(stderr)
+	return fmt.Errorf("%w: unknown subcommand %q", errUsage, args[0])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: meshctl <subcommand> [flags]")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"meshd/agent"
+	"meshd/engine"
+	"meshd/steward"
+	"meshd/wire"
+)
+
+type demoRequest struct {
+	prompt  string
+	max     uint32
+	floor   wire.Fidelity
+	ceiling uint64
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "directory for the key and receipt log (default: a new temporary directory)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "meshd-demo-")
+		if err != nil {
+			return err
+		}
+		*dir = d
+	}
+	keyPath := filepath.Join(*dir, "steward.key")
+	logPath := filepath.Join(*dir, "receipts.log")
+	key, err := steward.LoadKeyFile(keyPath)
+	if errors.Is(err, os.ErrNotExist) {
+		if key, err = steward.GenerateKey(rand.Reader); err == nil {
+			err = steward.WriteKeyFile(keyPath, key)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	log, rep, err := steward.OpenLog(logPath, steward.LogOptions{Trusted: key.Public()})
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	if rep.TornBytes > 0 {
+		fmt.Fprintf(stdout, "recovered: cut a torn final frame of %d bytes\n", rep.TornBytes)
+	}
+	st := steward.New(key, log, steward.Options{})
+
+	var backends []engine.Backend
+	for _, c := range []engine.ReferenceConfig{
+		{Name: "ref-tiny", Fidelity: wire.F1, UJPerToken: 40, Work: 8},
+		{Name: "ref-mid", Fidelity: wire.F2, UJPerToken: 300, Work: 64},
+		{Name: "ref-large", Fidelity: wire.F4, UJPerToken: 2500, Work: 512},
+	} {
+		b, err := engine.NewReference(c)
+		if err != nil {
+			return err
+		}
+		backends = append(backends, b)
+	}
+	ag, err := agent.New(agent.Config{Backends: backends, Steward: st})
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stdout, "meshd demo: steward %s\nlog %s\nno hardware meter configured: every figure is an honest Estimator\n\n", key.ID(), logPath)
+	reqs := []demoRequest{
+		{"what is a joule", 16, wire.F0, 10_000},
+		{"summarise the shunt datasheet in one line", 32, wire.F2, 50_000},
+		{"prove the receipt chain is tamper evident", 48, wire.F3, 500_000},
+		{"the same question, but F2 with a tight ceiling", 64, wire.F2, 10_000},
+		{"a frontier answer on a shoestring", 64, wire.F4, 5_000},
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tfloor\tceiling µJ\tbackend\ttokens in/out/acc\tµJ/accepted token\tprovenance\troute")
+	served, refused := 0, 0
+	for i, r := range reqs {
+		req := wire.ServeRequest{
+			PromptHash:     wire.ContentOf([]byte(r.prompt)),
+			PromptTokens:   uint32(len(r.prompt)/4 + 1),
+			MaxTokens:      r.max,
+			FidelityFloor:  r.floor,
+			JouleCeilingUJ: r.ceiling,
+		}
+		resp, err := ag.Serve(ctx, req, []byte(r.prompt))
+		if errors.Is(err, agent.ErrNoRoute) {
+			refused++
+			fmt.Fprintf(tw, "%d\t%v\t%d\t-\t-\t-\t-\trefused: %s\n", i, r.floor, r.ceiling, noRouteReason(err))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		served++
+		rc := resp.Sealed.Receipt
+		per := "-"
+		if rc.UJPerAcceptedToken != nil {
+			per = fmt.Sprint(*rc.UJPerAcceptedToken)
+		}
+		fmt.Fprintf(tw, "%d\t%v\t%d\t%s\t%d/%d/%d\t%s\t%s\t%s\n", i, r.floor, r.ceiling, rc.Backend,
+			rc.TokensIn, rc.TokensOut, rc.TokensAccepted, per, rc.EnergyProvenance, rc.Route)
+	}
+	tw.Flush()
+	if err := log.Close(); err != nil {
+		return err
+	}
+	vr, err := steward.VerifyLogFile(logPath, key.Public(), nil)
+	if err != nil {
+		return fmt.Errorf("demo: the log it just wrote does not verify: %w", err)
+	}
+	fmt.Fprintf(stdout, "\nserved %d, refused %d; log verified: %d receipts, every signature and prev link checks, head %s\n",
+		served, refused, vr.Records, vr.Head)
+	return nil
+}
+
+func noRouteReason(err error) string {
+	var se *agent.ServeError
+	if errors.As(err, &se) {
+		return se.Decision.Justification
+	}
+	return err.Error()
+}

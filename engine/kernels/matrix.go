@@ -1,0 +1,92 @@
+package kernels
+
+import (
+	"fmt"
+
+	"meshd/engine/gguf"
+)
+
+// Matrix is a weight matrix W[Rows][Cols] kept in its encoded form; rows
+// are contiguous, as ggml stores a tensor of dims {Cols, Rows}.
+type Matrix struct {
+	Type     gguf.TensorType
+	Rows     int
+	Cols     int
+	Data     []byte
+	rowBytes int
+}
+
+// NewMatrix wraps encoded data. Only the types with a dot product here are
+// accepted.
+func NewMatrix(t gguf.TensorType, rows, cols int, data []byte) (*Matrix, error) {
+	switch t {
+	case gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0:
+	default:
+		return nil, fmt.Errorf("kernels: tensor type %s is not supported", t)
+	}
+	if rows < 1 || cols < 1 || uint64(cols)%t.BlockSize() != 0 {
+		return nil, fmt.Errorf("kernels: bad %s matrix shape %dx%d", t, rows, cols)
+	}
+	rb := int(t.RowBytes(uint64(cols)))
+	if len(data) != rows*rb {
+		return nil, fmt.Errorf("kernels: %s matrix %dx%d needs %d bytes, have %d", t, rows, cols, rows*rb, len(data))
+	}
+	return &Matrix{Type: t, Rows: rows, Cols: cols, Data: data, rowBytes: rb}, nil
+}
+
+// Quantized reports whether products with m take a QVec activation.
+func (m *Matrix) Quantized() bool { return m.Type == gguf.Q8_0 || m.Type == gguf.Q4_0 }
+
+// Bytes is the encoded size of the matrix: what one product reads.
+func (m *Matrix) Bytes() int { return len(m.Data) }
+
+// Row decodes row i into dst (len Cols).
+func (m *Matrix) Row(i int, dst []float32) error {
+	x, err := gguf.Decode(m.Type, m.Data[i*m.rowBytes:(i+1)*m.rowBytes], m.Cols)
+	if err != nil {
+		return err
+	}
+	copy(dst, x)
+	return nil
+}
+
+// DotRow is the dot product of row i with x (float rows) or qx
+// (quantised rows; qx must hold x quantised).
+func (m *Matrix) DotRow(i int, x []float32, qx *QVec) float32 {
+	row := m.Data[i*m.rowBytes : (i+1)*m.rowBytes]
+	switch m.Type {
+	case gguf.Q8_0:
+		return DotQ8_0(row, qx)
+	case gguf.Q4_0:
+		return DotQ4_0(row, qx)
+	case gguf.F16:
+		return DotF16(row, x)
+	case gguf.BF16:
+		return DotBF16(row, x)
+	default:
+		return DotF32(row, x)
+	}
+}
+
+// rowGrain keeps each parallel chunk at roughly 16 KiB of weights or more,
+// so scheduling stays a small fraction of the work.
+func (m *Matrix) rowGrain() int { return max(1, (16<<10)/m.rowBytes) }
+
+// MatVec computes out = W·x over the pool. For quantised matrices qx must
+// hold x quantised (quantise once, share across the matrices that read
+// the same activation).
+func MatVec(p *Pool, m *Matrix, out, x []float32, qx *QVec) {
+	out = out[:m.Rows]
+	p.For(m.Rows, m.rowGrain(), func(lo, hi int) {
+		switch m.Type {
+		case gguf.Q8_0:
+			for i := lo; i < hi; i++ {
+				out[i] = DotQ8_0(m.Data[i*m.rowBytes:(i+1)*m.rowBytes], qx)
+			}
+		default:
+			for i := lo; i < hi; i++ {
+				out[i] = m.DotRow(i, x, qx)
+			}
+		}
+	})
+}

@@ -1,0 +1,153 @@
+// Package recipe owns the naming of a composed GGUF model (mesh/1 §4): the
+// recipe string sealed into every receipt, and the content ids of the files
+// it is made from, hashed once and cached.
+//
+// # Grammar
+//
+//	recipe   = base *( "+" part )
+//	base     = "gguf:" cid                 ; the target model file
+//	part     = draft / adapter
+//	draft    = "draft:" cid                ; speculative-decoding draft model
+//	adapter  = "lora:" cid [ "@" scale ]   ; LoRA adapter, in load order
+//	cid      = 64 lower-case hex digits    ; BLAKE3-256 of the whole file
+//	scale    = shortest decimal (Go strconv 'g' format) of a finite float64,
+//	           omitted when the scale is exactly 1
+//
+// At most one draft part is present and it comes before the adapters.
+// Adapter order is significant (it is the order they are applied in), so
+// two recipes that differ only in adapter order name different models.
+// Example: "gguf:af13…9c+draft:07be…d2+lora:5e0a…11@0.5".
+//
+// A content id is wire.ContentOf of the file's bytes, computed by streaming
+// the file so a many-gigabyte model never has to fit in memory.
+package recipe
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"meshd/wire"
+)
+
+// Adapter is one LoRA adapter applied on top of the base model.
+type Adapter struct {
+	ID wire.ContentID
+	// Scale is the adapter's strength; 1 is the engines' default.
+	Scale float64
+}
+
+// Recipe is the parsed form of a recipe string.
+type Recipe struct {
+	Model    wire.ContentID
+	Draft    wire.ContentID // zero when no draft model is used
+	Adapters []Adapter
+}
+
+// Validate checks the rules Format relies on.
+func (r Recipe) Validate() error {
+	if r.Model.IsZero() {
+		return fmt.Errorf("recipe: model content id is missing")
+	}
+	for i, a := range r.Adapters {
+		if a.ID.IsZero() {
+			return fmt.Errorf("recipe: adapter %d content id is missing", i)
+		}
+		if math.IsNaN(a.Scale) || math.IsInf(a.Scale, 0) {
+			return fmt.Errorf("recipe: adapter %d scale %v is not finite", i, a.Scale)
+		}
+	}
+	return nil
+}
+
+// String formats the recipe per the package grammar. It returns "" for a
+// recipe that fails Validate, which Parse never accepts.
+func (r Recipe) String() string {
+	s, err := Format(r)
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
+// Format formats r per the package grammar.
+func Format(r Recipe) (string, error) {
+	if err := r.Validate(); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("gguf:")
+	b.WriteString(r.Model.String())
+	if !r.Draft.IsZero() {
+		b.WriteString("+draft:")
+		b.WriteString(r.Draft.String())
+	}
+	for _, a := range r.Adapters {
+		b.WriteString("+lora:")
+		b.WriteString(a.ID.String())
+		if a.Scale != 1 {
+			b.WriteByte('@')
+			b.WriteString(strconv.FormatFloat(a.Scale, 'g', -1, 64))
+		}
+	}
+	return b.String(), nil
+}
+
+// Parse is the inverse of Format. It accepts exactly the strings Format
+// produces, so a parsed recipe formats back to the same bytes.
+func Parse(s string) (Recipe, error) {
+	var r Recipe
+	parts := strings.Split(s, "+")
+	base, ok := strings.CutPrefix(parts[0], "gguf:")
+	if !ok {
+		return r, fmt.Errorf("recipe %q: must start with \"gguf:\"", s)
+	}
+	id, err := parseCID(base)
+	if err != nil {
+		return r, fmt.Errorf("recipe %q: model: %w", s, err)
+	}
+	r.Model = id
+	for i, p := range parts[1:] {
+		switch {
+		case strings.HasPrefix(p, "draft:"):
+			if !r.Draft.IsZero() || len(r.Adapters) > 0 {
+				return Recipe{}, fmt.Errorf("recipe %q: part %d: draft must appear once, before any adapter", s, i+1)
+			}
+			if r.Draft, err = parseCID(strings.TrimPrefix(p, "draft:")); err != nil {
+				return Recipe{}, fmt.Errorf("recipe %q: draft: %w", s, err)
+			}
+		case strings.HasPrefix(p, "lora:"):
+			body := strings.TrimPrefix(p, "lora:")
+			a := Adapter{Scale: 1}
+			if hexPart, scale, has := strings.Cut(body, "@"); has {
+				body = hexPart
+				if a.Scale, err = strconv.ParseFloat(scale, 64); err != nil {
+					return Recipe{}, fmt.Errorf("recipe %q: adapter %d scale: %w", s, len(r.Adapters), err)
+				}
+				if a.Scale == 1 || strconv.FormatFloat(a.Scale, 'g', -1, 64) != scale {
+					return Recipe{}, fmt.Errorf("recipe %q: adapter %d scale %q is not in canonical form", s, len(r.Adapters), scale)
+				}
+			}
+			if a.ID, err = parseCID(body); err != nil {
+				return Recipe{}, fmt.Errorf("recipe %q: adapter %d: %w", s, len(r.Adapters), err)
+			}
+			r.Adapters = append(r.Adapters, a)
+		default:
+			return Recipe{}, fmt.Errorf("recipe %q: part %d %q: want draft:<cid> or lora:<cid>", s, i+1, p)
+		}
+	}
+	if err := r.Validate(); err != nil {
+		return Recipe{}, err
+	}
+	return r, nil
+}
+
+// parseCID accepts only the lower-case form Format writes, so a recipe has
+// exactly one spelling.
+func parseCID(s string) (wire.ContentID, error) {
+	if strings.ToLower(s) != s {
+		return wire.ContentID{}, fmt.Errorf("content id %q: must be lower-case hex", s)
+	}
+	return wire.ParseContentID(s)
+}
