@@ -15,28 +15,76 @@ import (
 // ErrSignature is wrapped when an envelope's signature does not verify.
 var ErrSignature = errors.New("signature does not verify")
 
-// SealCore wraps a signed core in a tagged COSE_Sign1 envelope. The
-// protected header carries alg = EdDSA (-8) and kid = the raw public key;
-// the unprotected header is empty and the external AAD is empty. Ed25519 is
-// deterministic, so the envelope is a pure function of key and core.
-func SealCore(k *Key, core []byte) ([]byte, error) {
+// Sign1 wraps payload in a tagged COSE_Sign1 envelope signed by k: the
+// protected header carries alg = EdDSA (-8) and kid = the raw 32-byte
+// public key; the unprotected header is empty and the external AAD is
+// empty. Ed25519 is deterministic, so the envelope is a pure function of
+// key and payload. Receipts and grants share this envelope family.
+func Sign1(k *Key, payload []byte) ([]byte, error) {
 	msg := cose.Sign1Message{
-		Headers: cose.Headers{
-			Protected: cose.ProtectedHeader{
-				cose.HeaderLabelAlgorithm: cose.AlgorithmEdDSA,
-				cose.HeaderLabelKeyID:     []byte(k.pub),
-			},
-		},
-		Payload: core,
+		Headers: cose.Headers{Protected: k.protected, RawProtected: k.rawProt},
+		Payload: payload,
 	}
-	signer, err := cose.NewSigner(cose.AlgorithmEdDSA, k.priv)
-	if err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
-	}
-	if err := msg.Sign(nil, nil, signer); err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
+	if err := msg.Sign(nil, nil, k.signer); err != nil {
+		return nil, fmt.Errorf("cose sign: %w", err)
 	}
 	env, err := msg.MarshalCBOR()
+	if err != nil {
+		return nil, fmt.Errorf("cose sign: %w", err)
+	}
+	return env, nil
+}
+
+// Open1 checks a Sign1 envelope's structure and signature and returns its
+// payload and signing key. If trusted is non-nil the kid must equal it; use
+// OpenTrusted to accept any of a set of keys.
+func Open1(env []byte, trusted ed25519.PublicKey) (payload []byte, signer ed25519.PublicKey, err error) {
+	return OpenTrusted(env, func(pub ed25519.PublicKey) error {
+		if trusted != nil && !bytes.Equal(trusted, pub) {
+			return fmt.Errorf("signed by %x, not by the trusted key %x", []byte(pub), []byte(trusted))
+		}
+		return nil
+	})
+}
+
+// OpenTrusted is Open1 with a caller-supplied trust decision on the kid,
+// made before the signature is checked.
+func OpenTrusted(env []byte, trust func(ed25519.PublicKey) error) ([]byte, ed25519.PublicKey, error) {
+	var msg cose.Sign1Message
+	if err := msg.UnmarshalCBOR(env); err != nil {
+		return nil, nil, fmt.Errorf("not a COSE_Sign1 message: %w", err)
+	}
+	alg, err := msg.Headers.Protected.Algorithm()
+	if err != nil || alg != cose.AlgorithmEdDSA {
+		return nil, nil, errors.New("protected alg must be EdDSA (-8)")
+	}
+	if len(msg.Headers.Unprotected) != 0 {
+		return nil, nil, errors.New("unprotected header must be empty")
+	}
+	if len(msg.Headers.Protected) != 2 {
+		return nil, nil, errors.New("protected header must hold exactly alg and kid")
+	}
+	kid, ok := msg.Headers.Protected[cose.HeaderLabelKeyID].([]byte)
+	if !ok || len(kid) != ed25519.PublicKeySize {
+		return nil, nil, fmt.Errorf("protected kid must be a %d-byte Ed25519 public key", ed25519.PublicKeySize)
+	}
+	pub := ed25519.PublicKey(kid)
+	if err := trust(pub); err != nil {
+		return nil, nil, err
+	}
+	verifier, err := cose.NewVerifier(cose.AlgorithmEdDSA, pub)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := msg.Verify(nil, verifier); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrSignature, err)
+	}
+	return msg.Payload, pub, nil
+}
+
+// SealCore seals a receipt's signed core.
+func SealCore(k *Key, core []byte) ([]byte, error) {
+	env, err := Sign1(k, core)
 	if err != nil {
 		return nil, fmt.Errorf("seal: %w", err)
 	}
@@ -53,38 +101,16 @@ type Opened struct {
 	Key ed25519.PublicKey
 }
 
-// OpenEnvelope verifies one envelope: COSE structure, alg, kid, the
-// signature, strict decoding of the core, the §6 field rules and the
+// OpenEnvelope verifies one receipt envelope: COSE structure, alg, kid,
+// the signature, strict decoding of the core, the §6 field rules and the
 // steward field matching the kid. If trusted is non-nil the kid must equal
-// it. It does not check the chain; VerifyLog does.
+// it. It does not check the chain; Scan does.
 func OpenEnvelope(env []byte, trusted ed25519.PublicKey) (*Opened, error) {
-	var msg cose.Sign1Message
-	if err := msg.UnmarshalCBOR(env); err != nil {
-		return nil, fmt.Errorf("envelope: not a COSE_Sign1 message: %w", err)
-	}
-	alg, err := msg.Headers.Protected.Algorithm()
-	if err != nil || alg != cose.AlgorithmEdDSA {
-		return nil, fmt.Errorf("envelope: protected alg must be EdDSA (-8)")
-	}
-	if len(msg.Headers.Unprotected) != 0 {
-		return nil, fmt.Errorf("envelope: unprotected header must be empty")
-	}
-	kid, ok := msg.Headers.Protected[cose.HeaderLabelKeyID].([]byte)
-	if !ok || len(kid) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("envelope: protected kid must be a %d-byte Ed25519 public key", ed25519.PublicKeySize)
-	}
-	pub := ed25519.PublicKey(kid)
-	if trusted != nil && !bytes.Equal(trusted, pub) {
-		return nil, fmt.Errorf("envelope: signed by %x, not by the trusted steward %x", []byte(pub), []byte(trusted))
-	}
-	verifier, err := cose.NewVerifier(cose.AlgorithmEdDSA, pub)
+	core, pub, err := Open1(env, trusted)
 	if err != nil {
 		return nil, fmt.Errorf("envelope: %w", err)
 	}
-	if err := msg.Verify(nil, verifier); err != nil {
-		return nil, fmt.Errorf("envelope: %w: %v", ErrSignature, err)
-	}
-	r, err := DecodeCore(msg.Payload)
+	r, err := DecodeCore(core)
 	if err != nil {
 		return nil, fmt.Errorf("envelope: %w", err)
 	}
@@ -94,5 +120,5 @@ func OpenEnvelope(env []byte, trusted ed25519.PublicKey) (*Opened, error) {
 	if r.Steward != hex.EncodeToString(pub) {
 		return nil, fmt.Errorf("envelope sequence %d: %w: steward %s does not match the signing kid", r.Sequence, ErrField, r.Steward)
 	}
-	return &Opened{Receipt: r, Core: msg.Payload, ID: wire.ContentOf(env), Key: pub}, nil
+	return &Opened{Receipt: r, Core: core, ID: wire.ContentOf(env), Key: pub}, nil
 }

@@ -10,6 +10,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/veraison/go-cose"
 )
 
 // Key is a steward signing identity: an Ed25519 key pair. The public key is
@@ -17,6 +19,28 @@ import (
 type Key struct {
 	priv ed25519.PrivateKey
 	pub  ed25519.PublicKey
+	// The protected header and signer never change for a key, so they are
+	// built once instead of on every seal.
+	protected cose.ProtectedHeader
+	rawProt   []byte
+	signer    cose.Signer
+}
+
+func newKey(priv ed25519.PrivateKey) (*Key, error) {
+	k := &Key{priv: priv, pub: priv.Public().(ed25519.PublicKey)}
+	k.protected = cose.ProtectedHeader{
+		cose.HeaderLabelAlgorithm: cose.AlgorithmEdDSA,
+		cose.HeaderLabelKeyID:     []byte(k.pub),
+	}
+	raw, err := k.protected.MarshalCBOR()
+	if err != nil {
+		return nil, fmt.Errorf("steward key: protected header: %w", err)
+	}
+	k.rawProt = raw
+	if k.signer, err = cose.NewSigner(cose.AlgorithmEdDSA, priv); err != nil {
+		return nil, fmt.Errorf("steward key: %w", err)
+	}
+	return k, nil
 }
 
 // NewKeyFromSeed derives a key from a 32-byte Ed25519 seed (RFC 8032).
@@ -24,17 +48,16 @@ func NewKeyFromSeed(seed []byte) (*Key, error) {
 	if len(seed) != ed25519.SeedSize {
 		return nil, fmt.Errorf("steward key seed: want %d bytes, got %d", ed25519.SeedSize, len(seed))
 	}
-	priv := ed25519.NewKeyFromSeed(seed)
-	return &Key{priv: priv, pub: priv.Public().(ed25519.PublicKey)}, nil
+	return newKey(ed25519.NewKeyFromSeed(seed))
 }
 
 // GenerateKey makes a new key from rand.
 func GenerateKey(rand io.Reader) (*Key, error) {
-	pub, priv, err := ed25519.GenerateKey(rand)
+	_, priv, err := ed25519.GenerateKey(rand)
 	if err != nil {
 		return nil, fmt.Errorf("generate steward key: %w", err)
 	}
-	return &Key{priv: priv, pub: pub}, nil
+	return newKey(priv)
 }
 
 // Public returns the public key.
@@ -105,7 +128,7 @@ func LoadKeyFile(path string) (*Key, error) {
 	if !ok {
 		return nil, fmt.Errorf("load key %s: not an Ed25519 key (%T)", path, k)
 	}
-	return &Key{priv: priv, pub: priv.Public().(ed25519.PublicKey)}, nil
+	return newKey(priv)
 }
 
 // ParsePublicKey parses a steward id (64 hex characters).

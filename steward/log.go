@@ -230,6 +230,7 @@ type Log struct {
 	queued   int64 // logical end offset of everything sequenced
 	durable  int64 // logical end offset of everything fsynced
 	flushing bool
+	syncs    uint64
 	err      error // sticky: after a failed write the in-memory head is unreliable
 }
 
@@ -340,6 +341,7 @@ func (l *Log) Append(ctx context.Context, build BuildFunc) (uint64, wire.Content
 			werr = l.f.Sync()
 		}
 		l.mu.Lock()
+		l.syncs++
 		l.flushing = false
 		l.spare = buf
 		if werr != nil {
@@ -353,6 +355,14 @@ func (l *Log) Append(ctx context.Context, build BuildFunc) (uint64, wire.Content
 		return 0, wire.ContentID{}, l.err
 	}
 	return seq, id, nil
+}
+
+// Syncs returns how many write+fsync rounds the log has made; with
+// concurrent sealers it is well below the number of appends.
+func (l *Log) Syncs() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.syncs
 }
 
 // Next returns the sequence number the next Append will get.
