@@ -2,11 +2,114 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"strings"
+	"time"
+
+	"meshd/drivers/hwmon"
+	"meshd/drivers/probe"
+
+	"periph.io/x/conn/v3/i2c"
+	"periph.io/x/conn/v3/i2c/i2creg"
+	"periph.io/x/host/v3"
 )
 
-// cmdProbe is a placeholder until the probe subcommand lands.
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// cmdProbe lists the power sensors it finds and one reading from each. It
+// never reconfigures a chip. Finding nothing is not an error; a serial
+// meter named by a flag that cannot be read is.
 func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("probe: not implemented yet")
+	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("hwmon", hwmon.DefaultRoot, "hwmon class directory")
+	noI2C := fs.Bool("no-i2c", false, "skip the I2C scan")
+	timeout := fs.Duration("timeout", 2*time.Second, "wait for each serial meter")
+	var buses, ums, lines listFlag
+	fs.Var(&buses, "i2c", "I2C bus to scan (name or number; repeatable; default every bus)")
+	fs.Var(&ums, "um", "serial device of an RDTech UM24C/UM25C/UM34C (repeatable)")
+	fs.Var(&lines, "line", "serial device of a line-protocol meter (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: probe takes no arguments, got %q", errUsage, fs.Args())
+	}
+
+	opts := probe.Options{HwmonRoot: *root, UMPorts: ums, LinePorts: lines, Timeout: *timeout}
+	if !*noI2C {
+		open, note := openBuses(buses)
+		defer func() {
+			for _, b := range open {
+				b.Close()
+			}
+		}()
+		for _, b := range open {
+			opts.Buses = append(opts.Buses, probe.Bus{Name: b.name, Bus: b})
+		}
+		if note != "" {
+			fmt.Fprintln(stdout, "i2c:", note)
+		}
+	}
+	found, err := probe.Scan(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(stdout, "hwmon:", err)
+	}
+	if len(found) == 0 {
+		fmt.Fprintln(stdout, "no power sensors found")
+		return nil
+	}
+	failed := 0
+	asked := map[string]bool{}
+	for _, p := range append(append([]string{}, ums...), lines...) {
+		asked[p] = true
+	}
+	for _, f := range found {
+		fmt.Fprintln(stdout, f)
+		if f.Err != nil && asked[f.Where] {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("probe: %d of the serial meters named by flags could not be read", failed)
+	}
+	return nil
+}
+
+type namedBus struct {
+	i2c.BusCloser
+	name string
+}
+
+// openBuses opens the named buses, or every registered one, and says in
+// plain words why none could be scanned.
+func openBuses(names []string) ([]namedBus, string) {
+	if _, err := host.Init(); err != nil {
+		return nil, fmt.Sprintf("cannot initialise host drivers: %v", err)
+	}
+	if len(names) == 0 {
+		for _, r := range i2creg.All() {
+			names = append(names, r.Name)
+		}
+		if len(names) == 0 {
+			return nil, "no I2C bus on this machine (no /dev/i2c-*: is the i2c-dev module loaded?); skipped"
+		}
+	}
+	var open []namedBus
+	var problems []string
+	for _, n := range names {
+		b, err := i2creg.Open(n)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("bus %s: %v", n, err))
+			continue
+		}
+		open = append(open, namedBus{b, n})
+	}
+	return open, strings.Join(problems, "; ")
 }

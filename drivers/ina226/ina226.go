@@ -79,7 +79,9 @@ type Config struct {
 	ShuntMicroOhms int64
 	// MaxCurrentUA is the largest current expected, in µA. Required: it
 	// bounds the shunt input range and, unless CurrentLSBNanoAmps is set,
-	// sets Current_LSB = MaxCurrent / 2^15.
+	// sets Current_LSB = MaxCurrent / 32767 (the largest positive
+	// count), rounded up to a whole nA, or coarser where that calibration
+	// would not fit the register.
 	MaxCurrentUA int64
 	// CurrentLSBNanoAmps optionally fixes Current_LSB (in nA), e.g.
 	// 1_000_000 for the round 1 mA of the datasheet example.
@@ -190,7 +192,11 @@ func (d *Dev) configure(cfg Config) error {
 	}
 	lsb := cfg.CurrentLSBNanoAmps
 	if lsb == 0 {
-		lsb = (cfg.MaxCurrentUA*1000 + 32767) / 32768
+		lsb = (cfg.MaxCurrentUA*1000 + 32766) / 32767
+		// A small full-scale drop asks for a calibration beyond the
+		// register; the coarsest LSB that fits loses nothing the shunt ADC
+		// could resolve.
+		lsb = max(lsb, (calNum+maxCal*cfg.ShuntMicroOhms-1)/(maxCal*cfg.ShuntMicroOhms))
 	}
 	if lsb*32767 < cfg.MaxCurrentUA*1000 {
 		return fmt.Errorf("ina226: Current_LSB %d nA cannot represent %d µA in the 16-bit current register", lsb, cfg.MaxCurrentUA)

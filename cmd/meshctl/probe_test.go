@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestProbeCommandHwmon(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "hwmon4")
+	os.MkdirAll(dir, 0o755)
+	for name, v := range map[string]string{"name": "ina226", "in1_input": "12000", "curr1_input": "-500", "power1_input": "6000000"} {
+		os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644)
+	}
+	var out, errb bytes.Buffer
+	if err := cmdProbe(context.Background(), []string{"-hwmon", root, "-no-i2c"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"ina226", "hwmon4", "bus 12.000 V", "current -0.5000 A", "power -6.0000 W"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestProbeCommandNothing(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := cmdProbe(context.Background(), []string{"-hwmon", t.TempDir()}, &out, &errb)
+	if err != nil {
+		t.Fatalf("finding nothing is not an error: %v", err)
+	}
+	if !strings.Contains(out.String(), "no power sensors found") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	if _, statErr := os.Stat("/dev/i2c-0"); statErr != nil && !strings.Contains(out.String(), "no I2C bus") {
+		t.Fatalf("machine without /dev/i2c-* not reported:\n%s", out.String())
+	}
+}
+
+func TestProbeCommandUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := cmdProbe(context.Background(), []string{"stray"}, &out, &errb); err == nil {
+		t.Fatal("stray argument accepted")
+	}
+}
