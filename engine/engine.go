@@ -16,7 +16,7 @@ type Backend interface {
 	// Name is the backend's stable name, sealed into the receipt.
 	Name() string
 	// Recipe names the exact composed model that answers (§4), e.g.
-	// "gguf:blake3:<hex>" or "reference:v1:<params>".
+	// "gguf:<hex>" or "reference:v1:<params>".
 	Recipe() string
 	// Fidelity is the level this backend serves at.
 	Fidelity() wire.Fidelity

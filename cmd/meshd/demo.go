@@ -27,7 +27,8 @@ type demoRequest struct {
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", "", "directory for the key and receipt log (default: a new temporary directory)")
+	dir := fs.String("dir", "", "directory for the key, receipt log and demo model (default: a new temporary directory)")
+	noGGUF := fs.Bool("no-gguf", false, "serve with the reference engines only (skip the GGUF engine subprocess)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -62,7 +63,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var backends []engine.Backend
 	for _, c := range []engine.ReferenceConfig{
 		{Name: "ref-tiny", Fidelity: wire.F1, UJPerToken: 40, Work: 8},
-		{Name: "ref-mid", Fidelity: wire.F2, UJPerToken: 300, Work: 64},
+		{Name: "ref-mid", Fidelity: wire.F3, UJPerToken: 300, Work: 64},
 		{Name: "ref-large", Fidelity: wire.F4, UJPerToken: 2500, Work: 512},
 	} {
 		b, err := engine.NewReference(c)
@@ -70,6 +71,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		backends = append(backends, b)
+	}
+	if !*noGGUF {
+		g, err := startDemoGGUF(ctx, *dir, stdout)
+		if err != nil {
+			return err
+		}
+		if g != nil {
+			defer g.Stop(context.WithoutCancel(ctx))
+			// Registered second: it is the F2 backend the router prefers
+			// over ref-mid when F2 is enough.
+			backends = append(backends[:1], append([]engine.Backend{g}, backends[1:]...)...)
+		}
 	}
 	ag, err := agent.New(agent.Config{Backends: backends, Steward: st})
 	if err != nil {
@@ -81,7 +94,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		{"what is a joule", 16, wire.F0, 10_000},
 		{"summarise the shunt datasheet in one line", 32, wire.F2, 50_000},
 		{"prove the receipt chain is tamper evident", 48, wire.F3, 500_000},
-		{"the same question, but F2 with a tight ceiling", 64, wire.F2, 10_000},
+		{"an F2 answer from a real model", 24, wire.F2, 100_000},
+		{"the same question, but F2 with a tight ceiling", 64, wire.F2, 5_000},
+		{"a frontier answer, paid in full", 16, wire.F4, 200_000},
 		{"a frontier answer on a shoestring", 64, wire.F4, 5_000},
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)

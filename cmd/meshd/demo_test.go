@@ -13,11 +13,11 @@ import (
 func TestDemoRunsEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	if err := run(context.Background(), []string{"demo", "-dir", dir}, &out, &errb); err != nil {
+	if err := run(context.Background(), []string{"demo", "-no-gguf", "-dir", dir}, &out, &errb); err != nil {
 		t.Fatalf("demo failed: %v\n%s%s", err, out.String(), errb.String())
 	}
 	s := out.String()
-	for _, want := range []string{"ref-tiny", "ref-mid", "ref-large", "refused: none of 3 backends admissible", "Estimator", "log verified: 3 receipts"} {
+	for _, want := range []string{"ref-tiny", "ref-mid", "ref-large", "refused: none of 3 backends admissible", "Estimator", "served 5, refused 2", "log verified: 5 receipts"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, s)
 		}
@@ -27,11 +27,11 @@ func TestDemoRunsEndToEnd(t *testing.T) {
 	}
 	// The log the demo left behind verifies independently, and a second
 	// run appends to it rather than starting over.
-	if err := run(context.Background(), []string{"demo", "-dir", dir}, &out, &errb); err != nil {
+	if err := run(context.Background(), []string{"demo", "-no-gguf", "-dir", dir}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := steward.VerifyLogFile(filepath.Join(dir, "receipts.log"), nil, nil)
-	if err != nil || rep.Records != 6 {
+	if err != nil || rep.Records != 10 {
 		t.Fatalf("demo log after two runs: %v %+v", err, rep)
 	}
 }

@@ -44,9 +44,8 @@ func (s Shape) Validate() error {
 	switch s.Type {
 	case F32, F16, BF16:
 	case Q8_0, Q4_0:
-		hd := s.Dim / s.Heads
-		if s.Dim%32 != 0 || s.FF%32 != 0 || (hd*s.KVHeads)%32 != 0 {
-			return fmt.Errorf("gguf: %s needs dim, ff and kv width in multiples of 32 (dim %d, ff %d)", s.Type, s.Dim, s.FF)
+		if s.Dim%32 != 0 || s.FF%32 != 0 {
+			return fmt.Errorf("gguf: %s needs dim and ff in multiples of 32 (dim %d, ff %d)", s.Type, s.Dim, s.FF)
 		}
 	default:
 		return fmt.Errorf("gguf: synthetic models of type %s are not supported", s.Type)

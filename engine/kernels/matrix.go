@@ -68,25 +68,65 @@ func (m *Matrix) DotRow(i int, x []float32, qx *QVec) float32 {
 	}
 }
 
-// rowGrain keeps each parallel chunk at roughly 16 KiB of weights or more,
-// so scheduling stays a small fraction of the work.
-func (m *Matrix) rowGrain() int { return max(1, (16<<10)/m.rowBytes) }
+// dotRows sets out[i-lo] to row i's product for i in [lo, hi).
+func (m *Matrix) dotRows(lo, hi int, out, x []float32, qx *QVec) {
+	if m.Type == gguf.Q8_0 {
+		dotQ8_0Rows(m.Data[lo*m.rowBytes:hi*m.rowBytes], m.rowBytes, m.Cols/32, qx, out[:hi-lo])
+		return
+	}
+	for i := lo; i < hi; i++ {
+		out[i-lo] = m.DotRow(i, x, qx)
+	}
+}
+
+// Product is one matrix-vector product Out = M·x.
+type Product struct {
+	M   *Matrix
+	Out []float32
+}
+
+// MatVecs is a set of products that read the same activation X (QX: X
+// quantised, needed when any matrix is quantised), run as one pool loop
+// over all their rows so the workers are dispatched once, not once per
+// matrix. A caller that keeps one and refills it each step runs it
+// without allocating.
+type MatVecs struct {
+	X     []float32
+	QX    *QVec
+	Prods []Product
+}
+
+// Run computes every product over the pool.
+func (mv *MatVecs) Run(p *Pool) {
+	rows, rb := 0, 0
+	for _, pr := range mv.Prods {
+		rows += pr.M.Rows
+		rb = max(rb, pr.M.rowBytes)
+	}
+	// Chunks of roughly 16 KiB of weights or more keep scheduling a small
+	// fraction of the work.
+	p.Run(rows, max(1, (16<<10)/rb), (*matVecsRanger)(mv))
+}
+
+type matVecsRanger MatVecs
+
+// Range computes rows [lo, hi) of the products laid end to end.
+func (r *matVecsRanger) Range(lo, hi int) {
+	base := 0
+	for _, pr := range r.Prods {
+		end := base + pr.M.Rows
+		if lo < end && hi > base {
+			a, b := max(lo, base)-base, min(hi, end)-base
+			pr.M.dotRows(a, b, pr.Out[a:b], r.X, r.QX)
+		}
+		base = end
+	}
+}
 
 // MatVec computes out = W·x over the pool. For quantised matrices qx must
 // hold x quantised (quantise once, share across the matrices that read
 // the same activation).
 func MatVec(p *Pool, m *Matrix, out, x []float32, qx *QVec) {
-	out = out[:m.Rows]
-	p.For(m.Rows, m.rowGrain(), func(lo, hi int) {
-		switch m.Type {
-		case gguf.Q8_0:
-			for i := lo; i < hi; i++ {
-				out[i] = DotQ8_0(m.Data[i*m.rowBytes:(i+1)*m.rowBytes], qx)
-			}
-		default:
-			for i := lo; i < hi; i++ {
-				out[i] = m.DotRow(i, x, qx)
-			}
-		}
-	})
+	mv := MatVecs{X: x, QX: qx, Prods: []Product{{M: m, Out: out[:m.Rows]}}}
+	mv.Run(p)
 }

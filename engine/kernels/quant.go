@@ -55,15 +55,49 @@ func (v *QVec) Quantize(x []float32) {
 
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
 
-// DotQ8_0 is the dot product of one Q8_0 row (len(v.D) blocks) with v.
+// The row kernels walk their slices by reslicing rather than indexing
+// from a block number: with a fixed base pointer per block the compiler
+// folds every constant offset into the load, which roughly doubles
+// throughput over computed indices.
+
+// DotQ8_0 is the dot product of one Q8_0 row with v, over the blocks both
+// hold. The activation quants must lie in [-127, 127], as Quantize
+// leaves them.
 func DotQ8_0(row []byte, v *QVec) float32 {
+	var out [1]float32
+	nb := min(len(v.D), len(v.Q)/32, len(row)/34)
+	dotQ8_0Rows(row, 34*nb, nb, v, out[:])
+	return out[0]
+}
+
+// dotQ8_0RowsGeneric is dotQ8_0Rows in portable Go: four rows at a time
+// share the activation loads, and the one-row kernel takes the rest.
+// Both add a row's blocks in the same order, so a row's result does not
+// depend on its position.
+func dotQ8_0RowsGeneric(w []byte, rowBytes, nb int, v *QVec, out []float32) {
+	i := 0
+	var o [4]float32
+	for ; i+4 <= len(out); i += 4 {
+		d := w[i*rowBytes:]
+		dotQ8_0x4Generic(d[:nb*34], d[rowBytes:rowBytes+nb*34], d[2*rowBytes:2*rowBytes+nb*34], d[3*rowBytes:3*rowBytes+nb*34], v, &o)
+		copy(out[i:i+4], o[:])
+	}
+	for ; i < len(out); i++ {
+		out[i] = dotQ8_0Generic(w[i*rowBytes:i*rowBytes+nb*34], v)
+	}
+}
+
+// dotQ8_0Generic is the dot product of one Q8_0 row (up to len(v.D)
+// blocks) with v.
+func dotQ8_0Generic(row []byte, v *QVec) float32 {
 	var sum float32
-	d := v.D
-	row = row[:len(d)*34]
-	q := v.Q[:len(d)*32]
-	for b := range d {
-		w := (*[34]byte)(row[b*34:])
-		a := (*[32]int8)(q[b*32:])
+	q := v.Q
+	for _, d := range v.D {
+		if len(row) < 34 || len(q) < 32 {
+			break
+		}
+		w := (*[34]byte)(row)
+		a := (*[32]int8)(q)
 		var s0, s1, s2, s3 int32
 		s0 += int32(int8(w[2])) * int32(a[0])
 		s1 += int32(int8(w[3])) * int32(a[1])
@@ -98,21 +132,207 @@ func DotQ8_0(row []byte, v *QVec) float32 {
 		s2 += int32(int8(w[32])) * int32(a[30])
 		s3 += int32(int8(w[33])) * int32(a[31])
 		dw := gguf.F16ToF32(uint16(w[0]) | uint16(w[1])<<8)
-		sum += dw * d[b] * float32(s0+s1+s2+s3)
+		sum += dw * d * float32(s0+s1+s2+s3)
+		row = row[34:]
+		q = q[32:]
 	}
 	return sum
+}
+
+// dotQ8_0x4Generic computes four rows' dot products with v at once,
+// loading each activation quant once for all four: the loop is bound by
+// instruction count, and this removes three of every eight loads.
+func dotQ8_0x4Generic(r0, r1, r2, r3 []byte, v *QVec, out *[4]float32) {
+	var o0, o1, o2, o3 float32
+	q := v.Q
+	for _, d := range v.D {
+		if len(r0) < 34 || len(r1) < 34 || len(r2) < 34 || len(r3) < 34 || len(q) < 32 {
+			break
+		}
+		w0, w1, w2, w3 := (*[34]byte)(r0), (*[34]byte)(r1), (*[34]byte)(r2), (*[34]byte)(r3)
+		a := (*[32]int8)(q)
+		var s0, s1, s2, s3, aj int32
+		aj = int32(a[0])
+		s0 += int32(int8(w0[2])) * aj
+		s1 += int32(int8(w1[2])) * aj
+		s2 += int32(int8(w2[2])) * aj
+		s3 += int32(int8(w3[2])) * aj
+		aj = int32(a[1])
+		s0 += int32(int8(w0[3])) * aj
+		s1 += int32(int8(w1[3])) * aj
+		s2 += int32(int8(w2[3])) * aj
+		s3 += int32(int8(w3[3])) * aj
+		aj = int32(a[2])
+		s0 += int32(int8(w0[4])) * aj
+		s1 += int32(int8(w1[4])) * aj
+		s2 += int32(int8(w2[4])) * aj
+		s3 += int32(int8(w3[4])) * aj
+		aj = int32(a[3])
+		s0 += int32(int8(w0[5])) * aj
+		s1 += int32(int8(w1[5])) * aj
+		s2 += int32(int8(w2[5])) * aj
+		s3 += int32(int8(w3[5])) * aj
+		aj = int32(a[4])
+		s0 += int32(int8(w0[6])) * aj
+		s1 += int32(int8(w1[6])) * aj
+		s2 += int32(int8(w2[6])) * aj
+		s3 += int32(int8(w3[6])) * aj
+		aj = int32(a[5])
+		s0 += int32(int8(w0[7])) * aj
+		s1 += int32(int8(w1[7])) * aj
+		s2 += int32(int8(w2[7])) * aj
+		s3 += int32(int8(w3[7])) * aj
+		aj = int32(a[6])
+		s0 += int32(int8(w0[8])) * aj
+		s1 += int32(int8(w1[8])) * aj
+		s2 += int32(int8(w2[8])) * aj
+		s3 += int32(int8(w3[8])) * aj
+		aj = int32(a[7])
+		s0 += int32(int8(w0[9])) * aj
+		s1 += int32(int8(w1[9])) * aj
+		s2 += int32(int8(w2[9])) * aj
+		s3 += int32(int8(w3[9])) * aj
+		aj = int32(a[8])
+		s0 += int32(int8(w0[10])) * aj
+		s1 += int32(int8(w1[10])) * aj
+		s2 += int32(int8(w2[10])) * aj
+		s3 += int32(int8(w3[10])) * aj
+		aj = int32(a[9])
+		s0 += int32(int8(w0[11])) * aj
+		s1 += int32(int8(w1[11])) * aj
+		s2 += int32(int8(w2[11])) * aj
+		s3 += int32(int8(w3[11])) * aj
+		aj = int32(a[10])
+		s0 += int32(int8(w0[12])) * aj
+		s1 += int32(int8(w1[12])) * aj
+		s2 += int32(int8(w2[12])) * aj
+		s3 += int32(int8(w3[12])) * aj
+		aj = int32(a[11])
+		s0 += int32(int8(w0[13])) * aj
+		s1 += int32(int8(w1[13])) * aj
+		s2 += int32(int8(w2[13])) * aj
+		s3 += int32(int8(w3[13])) * aj
+		aj = int32(a[12])
+		s0 += int32(int8(w0[14])) * aj
+		s1 += int32(int8(w1[14])) * aj
+		s2 += int32(int8(w2[14])) * aj
+		s3 += int32(int8(w3[14])) * aj
+		aj = int32(a[13])
+		s0 += int32(int8(w0[15])) * aj
+		s1 += int32(int8(w1[15])) * aj
+		s2 += int32(int8(w2[15])) * aj
+		s3 += int32(int8(w3[15])) * aj
+		aj = int32(a[14])
+		s0 += int32(int8(w0[16])) * aj
+		s1 += int32(int8(w1[16])) * aj
+		s2 += int32(int8(w2[16])) * aj
+		s3 += int32(int8(w3[16])) * aj
+		aj = int32(a[15])
+		s0 += int32(int8(w0[17])) * aj
+		s1 += int32(int8(w1[17])) * aj
+		s2 += int32(int8(w2[17])) * aj
+		s3 += int32(int8(w3[17])) * aj
+		aj = int32(a[16])
+		s0 += int32(int8(w0[18])) * aj
+		s1 += int32(int8(w1[18])) * aj
+		s2 += int32(int8(w2[18])) * aj
+		s3 += int32(int8(w3[18])) * aj
+		aj = int32(a[17])
+		s0 += int32(int8(w0[19])) * aj
+		s1 += int32(int8(w1[19])) * aj
+		s2 += int32(int8(w2[19])) * aj
+		s3 += int32(int8(w3[19])) * aj
+		aj = int32(a[18])
+		s0 += int32(int8(w0[20])) * aj
+		s1 += int32(int8(w1[20])) * aj
+		s2 += int32(int8(w2[20])) * aj
+		s3 += int32(int8(w3[20])) * aj
+		aj = int32(a[19])
+		s0 += int32(int8(w0[21])) * aj
+		s1 += int32(int8(w1[21])) * aj
+		s2 += int32(int8(w2[21])) * aj
+		s3 += int32(int8(w3[21])) * aj
+		aj = int32(a[20])
+		s0 += int32(int8(w0[22])) * aj
+		s1 += int32(int8(w1[22])) * aj
+		s2 += int32(int8(w2[22])) * aj
+		s3 += int32(int8(w3[22])) * aj
+		aj = int32(a[21])
+		s0 += int32(int8(w0[23])) * aj
+		s1 += int32(int8(w1[23])) * aj
+		s2 += int32(int8(w2[23])) * aj
+		s3 += int32(int8(w3[23])) * aj
+		aj = int32(a[22])
+		s0 += int32(int8(w0[24])) * aj
+		s1 += int32(int8(w1[24])) * aj
+		s2 += int32(int8(w2[24])) * aj
+		s3 += int32(int8(w3[24])) * aj
+		aj = int32(a[23])
+		s0 += int32(int8(w0[25])) * aj
+		s1 += int32(int8(w1[25])) * aj
+		s2 += int32(int8(w2[25])) * aj
+		s3 += int32(int8(w3[25])) * aj
+		aj = int32(a[24])
+		s0 += int32(int8(w0[26])) * aj
+		s1 += int32(int8(w1[26])) * aj
+		s2 += int32(int8(w2[26])) * aj
+		s3 += int32(int8(w3[26])) * aj
+		aj = int32(a[25])
+		s0 += int32(int8(w0[27])) * aj
+		s1 += int32(int8(w1[27])) * aj
+		s2 += int32(int8(w2[27])) * aj
+		s3 += int32(int8(w3[27])) * aj
+		aj = int32(a[26])
+		s0 += int32(int8(w0[28])) * aj
+		s1 += int32(int8(w1[28])) * aj
+		s2 += int32(int8(w2[28])) * aj
+		s3 += int32(int8(w3[28])) * aj
+		aj = int32(a[27])
+		s0 += int32(int8(w0[29])) * aj
+		s1 += int32(int8(w1[29])) * aj
+		s2 += int32(int8(w2[29])) * aj
+		s3 += int32(int8(w3[29])) * aj
+		aj = int32(a[28])
+		s0 += int32(int8(w0[30])) * aj
+		s1 += int32(int8(w1[30])) * aj
+		s2 += int32(int8(w2[30])) * aj
+		s3 += int32(int8(w3[30])) * aj
+		aj = int32(a[29])
+		s0 += int32(int8(w0[31])) * aj
+		s1 += int32(int8(w1[31])) * aj
+		s2 += int32(int8(w2[31])) * aj
+		s3 += int32(int8(w3[31])) * aj
+		aj = int32(a[30])
+		s0 += int32(int8(w0[32])) * aj
+		s1 += int32(int8(w1[32])) * aj
+		s2 += int32(int8(w2[32])) * aj
+		s3 += int32(int8(w3[32])) * aj
+		aj = int32(a[31])
+		s0 += int32(int8(w0[33])) * aj
+		s1 += int32(int8(w1[33])) * aj
+		s2 += int32(int8(w2[33])) * aj
+		s3 += int32(int8(w3[33])) * aj
+		o0 += gguf.F16ToF32(uint16(w0[0])|uint16(w0[1])<<8) * d * float32(s0)
+		o1 += gguf.F16ToF32(uint16(w1[0])|uint16(w1[1])<<8) * d * float32(s1)
+		o2 += gguf.F16ToF32(uint16(w2[0])|uint16(w2[1])<<8) * d * float32(s2)
+		o3 += gguf.F16ToF32(uint16(w3[0])|uint16(w3[1])<<8) * d * float32(s3)
+		r0, r1, r2, r3 = r0[34:], r1[34:], r2[34:], r3[34:]
+		q = q[32:]
+	}
+	out[0], out[1], out[2], out[3] = o0, o1, o2, o3
 }
 
 // DotQ4_0 is the dot product of one Q4_0 row with v.
 func DotQ4_0(row []byte, v *QVec) float32 {
 	var sum float32
-	d := v.D
-	row = row[:len(d)*18]
-	q := v.Q[:len(d)*32]
-	s := v.S[:len(d)]
-	for b := range d {
-		w := (*[18]byte)(row[b*18:])
-		a := (*[32]int8)(q[b*32:])
+	q := v.Q
+	s := v.S[:len(v.D)]
+	for b, d := range v.D {
+		if len(row) < 18 || len(q) < 32 {
+			break
+		}
+		w := (*[18]byte)(row)
+		a := (*[32]int8)(q)
 		var s0, s1 int32
 		for j := 0; j < 16; j += 4 {
 			s0 += int32(w[2+j]&0xf)*int32(a[j]) + int32(w[2+j]>>4)*int32(a[j+16])
@@ -121,7 +341,9 @@ func DotQ4_0(row []byte, v *QVec) float32 {
 			s1 += int32(w[5+j]&0xf)*int32(a[j+3]) + int32(w[5+j]>>4)*int32(a[j+19])
 		}
 		dw := gguf.F16ToF32(uint16(w[0]) | uint16(w[1])<<8)
-		sum += dw * d[b] * float32(s0+s1-8*s[b])
+		sum += dw * d * float32(s0+s1-8*s[b])
+		row = row[18:]
+		q = q[32:]
 	}
 	return sum
 }

@@ -1,0 +1,32 @@
+//go:build !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2 selects the assembly kernels: AVX2 for the integer products,
+// FMA for the accumulation and F16C for the block scales.
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+// dotQ8_0RowsAVX2 writes to out[0:n] the dot products of n Q8_0 rows
+// starting at w, rowBytes apart, with the activation quants q and scales
+// d, over nb blocks. The caller guarantees every pointer covers what is
+// read (nb ≥ 1, n ≥ 1).
+//
+//go:noescape
+func dotQ8_0RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, nb int, out *float32)
+
+// dotQ8_0Rows sets out[i] to the dot product of v with the first nb
+// blocks of row i of w, rows rowBytes apart.
+func dotQ8_0Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
+	if !hasAVX2 || nb == 0 || len(out) == 0 {
+		dotQ8_0RowsGeneric(w, rowBytes, nb, v, out)
+		return
+	}
+	// The assembly reads without bounds checks: these panic, as the
+	// generic kernel's indexing would, on a length the caller got wrong.
+	_ = w[(len(out)-1)*rowBytes+nb*34-1]
+	_ = v.Q[nb*32-1]
+	_ = v.D[nb-1]
+	dotQ8_0RowsAVX2(&w[0], rowBytes, len(out), &v.Q[0], &v.D[0], nb, &out[0])
+}

@@ -1,0 +1,121 @@
+package llama
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrContextExceeded is returned when a prompt does not fit the context.
+var ErrContextExceeded = errors.New("the request exceeds the available context size")
+
+// Request is one completion.
+type Request struct {
+	Prompt []int
+	// NPredict caps generated tokens; negative means until EOS or a full
+	// context.
+	NPredict int
+	// CachePrompt reuses the cached keys and values of the longest common
+	// prefix with the previous sequence.
+	CachePrompt bool
+	IgnoreEOS   bool
+	Sampling    Sampling
+	// StopAt, if set, is asked after each generated token whether the
+	// output so far ends the completion (a stop word).
+	StopAt func(generated []int) bool
+}
+
+// StopType says why generation ended, in llama-server's words.
+type StopType string
+
+// The stop types a completion can end with.
+const (
+	StopNone  StopType = "none"
+	StopEOS   StopType = "eos"
+	StopLimit StopType = "limit"
+	StopWord  StopType = "word"
+)
+
+// Result is a finished completion.
+type Result struct {
+	Tokens     []int // generated, including a final EOS
+	PromptN    int   // prompt tokens evaluated
+	CacheN     int   // prompt tokens reused from the cache
+	Stop       StopType
+	PromptDur  time.Duration
+	PredictDur time.Duration
+}
+
+// Generate runs a completion on the state.
+func (s *State) Generate(ctx context.Context, req Request) (Result, error) {
+	var res Result
+	if len(req.Prompt) == 0 {
+		return res, errors.New("llama: empty prompt")
+	}
+	if len(req.Prompt) >= s.nCtx {
+		return res, fmt.Errorf("llama: prompt of %d tokens, context %d: %w", len(req.Prompt), s.nCtx, ErrContextExceeded)
+	}
+	for _, t := range req.Prompt {
+		if t < 0 || t >= s.m.Vocab {
+			return res, fmt.Errorf("llama: prompt token %d outside the %d-token vocabulary", t, s.m.Vocab)
+		}
+	}
+	n := 0
+	if req.CachePrompt {
+		for n < len(s.tokens) && n < len(req.Prompt) && s.tokens[n] == req.Prompt[n] {
+			n++
+		}
+		// The last prompt token is always evaluated: its logits start
+		// generation.
+		if n == len(req.Prompt) {
+			n--
+		}
+	}
+	s.Truncate(n)
+	res.CacheN = n
+	start := time.Now()
+	var logits []float32
+	var err error
+	for _, t := range req.Prompt[n:] {
+		if err := ctx.Err(); err != nil {
+			s.Truncate(0)
+			return res, err
+		}
+		if logits, err = s.Eval(t); err != nil {
+			s.Truncate(0)
+			return res, err
+		}
+		res.PromptN++
+	}
+	res.PromptDur = time.Since(start)
+	start = time.Now()
+	sampler := NewSampler(req.Sampling)
+	res.Stop = StopLimit
+	for req.NPredict < 0 || len(res.Tokens) < req.NPredict {
+		tok := sampler.Sample(logits)
+		res.Tokens = append(res.Tokens, tok)
+		if !req.IgnoreEOS && s.m.Tok.IsEOG(tok) {
+			res.Stop = StopEOS
+			break
+		}
+		if req.StopAt != nil && req.StopAt(res.Tokens) {
+			res.Stop = StopWord
+			break
+		}
+		if req.NPredict >= 0 && len(res.Tokens) >= req.NPredict {
+			break
+		}
+		if len(s.tokens) >= s.nCtx {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		if logits, err = s.Eval(tok); err != nil {
+			return res, err
+		}
+	}
+	res.PredictDur = time.Since(start)
+	return res, nil
+}

@@ -1,0 +1,154 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+
+	"meshd/engine/kernels"
+)
+
+// State is one sequence's KV cache and scratch space. It is not safe for
+// concurrent use.
+type State struct {
+	m      *Model
+	pool   *kernels.Pool
+	nCtx   int
+	k, v   [][]float32 // per layer, nCtx rows of KVHeads·HeadDim
+	tokens []int       // tokens whose keys and values are in the cache
+
+	x, xb, xb2, q, att, hb, hb2, logits []float32
+	cos, sin                            []float32
+	scores                              []float32
+	qDim, qFF                           *kernels.QVec
+
+	// Reused each step so the hot loop neither allocates nor dispatches
+	// more than once per group of products reading one activation.
+	qkv, gateUp, one kernels.MatVecs
+	attn             attention
+}
+
+// attention is one layer's attention over the pool, a loop over heads.
+type attention struct {
+	s         *State
+	k, v      []float32
+	n, stride int
+	group, hd int
+	scale     float32
+}
+
+func (a *attention) Range(lo, hi int) {
+	s := a.s
+	for h := lo; h < hi; h++ {
+		kernels.Attend(s.att[h*a.hd:(h+1)*a.hd], s.q[h*a.hd:(h+1)*a.hd], a.k, a.v, a.n, a.stride, (h/a.group)*a.hd, a.scale, s.scores[h*s.nCtx:])
+	}
+}
+
+// NewState allocates a cache for nCtx positions. The pool runs the
+// matrix products; it may be shared by states used one at a time.
+func (m *Model) NewState(nCtx int, pool *kernels.Pool) (*State, error) {
+	if nCtx < 1 || nCtx > 1<<20 {
+		return nil, fmt.Errorf("llama: context size %d out of range", nCtx)
+	}
+	kvDim := m.KVHeads * m.HeadDim
+	s := &State{m: m, pool: pool, nCtx: nCtx,
+		k: make([][]float32, m.Layers), v: make([][]float32, m.Layers),
+		x: make([]float32, m.Dim), xb: make([]float32, m.Dim), xb2: make([]float32, m.Dim),
+		q: make([]float32, m.Dim), att: make([]float32, m.Dim),
+		hb: make([]float32, m.FF), hb2: make([]float32, m.FF), logits: make([]float32, m.Vocab),
+		cos: make([]float32, m.NRot/2), sin: make([]float32, m.NRot/2),
+		scores: make([]float32, m.Heads*nCtx),
+	}
+	if m.Dim%32 == 0 {
+		s.qDim = kernels.NewQVec(m.Dim)
+	}
+	if m.FF%32 == 0 {
+		s.qFF = kernels.NewQVec(m.FF)
+	}
+	s.qkv = kernels.MatVecs{X: s.xb, QX: s.qDim, Prods: make([]kernels.Product, 3)}
+	s.gateUp = kernels.MatVecs{X: s.xb, QX: s.qDim, Prods: []kernels.Product{{Out: s.hb}, {Out: s.hb2}}}
+	s.one = kernels.MatVecs{Prods: make([]kernels.Product, 1)}
+	s.attn = attention{s: s, stride: kvDim, group: m.Heads / m.KVHeads, hd: m.HeadDim,
+		scale: float32(1 / math.Sqrt(float64(m.HeadDim)))}
+	for l := range s.k {
+		s.k[l] = make([]float32, nCtx*kvDim)
+		s.v[l] = make([]float32, nCtx*kvDim)
+	}
+	return s, nil
+}
+
+// Ctx is the number of positions the cache holds.
+func (s *State) Ctx() int { return s.nCtx }
+
+// Tokens are the tokens whose keys and values are cached, in order.
+func (s *State) Tokens() []int { return s.tokens }
+
+// Truncate forgets cached positions from n on.
+func (s *State) Truncate(n int) {
+	if n < len(s.tokens) {
+		s.tokens = s.tokens[:n]
+	}
+}
+
+// Eval runs one token at the next position and returns the logits, which
+// stay valid until the next call.
+func (s *State) Eval(tok int) ([]float32, error) {
+	m := s.m
+	pos := len(s.tokens)
+	if pos >= s.nCtx {
+		return nil, fmt.Errorf("llama: context of %d tokens is full", s.nCtx)
+	}
+	if tok < 0 || tok >= m.Vocab {
+		return nil, fmt.Errorf("llama: token %d outside the %d-token vocabulary", tok, m.Vocab)
+	}
+	if err := m.embd.Row(tok, s.x); err != nil {
+		return nil, err
+	}
+	kvDim := m.KVHeads * m.HeadDim
+	hd := m.HeadDim
+	kernels.RopeAngles(pos, m.RopeBase, m.NRot, s.cos, s.sin)
+	for li := range m.layers {
+		l := &m.layers[li]
+		kernels.RMSNorm(s.xb, s.x, l.attnNorm, m.Eps)
+		s.quantize(s.qDim, s.xb)
+		kc := s.k[li][pos*kvDim : (pos+1)*kvDim]
+		vc := s.v[li][pos*kvDim : (pos+1)*kvDim]
+		s.qkv.Prods[0] = kernels.Product{M: l.q, Out: s.q}
+		s.qkv.Prods[1] = kernels.Product{M: l.k, Out: kc}
+		s.qkv.Prods[2] = kernels.Product{M: l.v, Out: vc}
+		s.qkv.Run(s.pool)
+		kernels.RopeNorm(s.q, hd, s.cos, s.sin)
+		kernels.RopeNorm(kc, hd, s.cos, s.sin)
+		s.attn.k, s.attn.v, s.attn.n = s.k[li], s.v[li], pos+1
+		s.pool.Run(m.Heads, 1, &s.attn)
+		s.quantize(s.qDim, s.att)
+		s.matVec(l.o, s.xb2, s.att, s.qDim)
+		kernels.Add(s.x, s.xb2)
+
+		kernels.RMSNorm(s.xb, s.x, l.ffnNorm, m.Eps)
+		s.quantize(s.qDim, s.xb)
+		s.gateUp.Prods[0].M, s.gateUp.Prods[1].M = l.gate, l.up
+		s.gateUp.Run(s.pool)
+		kernels.SiLUMul(s.hb, s.hb, s.hb2)
+		s.quantize(s.qFF, s.hb)
+		s.matVec(l.down, s.xb2, s.hb, s.qFF)
+		kernels.Add(s.x, s.xb2)
+	}
+	kernels.RMSNorm(s.xb, s.x, m.outNorm, m.Eps)
+	s.quantize(s.qDim, s.xb)
+	s.matVec(m.output, s.logits, s.xb, s.qDim)
+	s.tokens = append(s.tokens, tok)
+	return s.logits, nil
+}
+
+// matVec is kernels.MatVec through the state's reusable batch.
+func (s *State) matVec(w *kernels.Matrix, out, x []float32, qx *kernels.QVec) {
+	s.one.X, s.one.QX = x, qx
+	s.one.Prods[0] = kernels.Product{M: w, Out: out}
+	s.one.Run(s.pool)
+}
+
+func (s *State) quantize(q *kernels.QVec, x []float32) {
+	if q != nil {
+		q.Quantize(x)
+	}
+}

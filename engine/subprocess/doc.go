@@ -1,0 +1,91 @@
+// Package subprocess owns the local GGUF engine as a managed child process:
+// it starts the runner (the built-in mesh-gguf or an installed llama.cpp
+// llama-server), waits for it to become healthy, serves requests over the
+// runner's HTTP API, restarts it when it crashes, and stops it. Running the
+// engine in its own process means a crash in the decoder cannot take the
+// agent down, and the span the energy meter wraps is the engine's work.
+//
+// # Process management
+//
+// The runner is started directly (no shell, so signals reach it) in its own
+// process group with Pdeathsig set, on a port chosen by binding 127.0.0.1:0
+// and releasing it. If the child loses the race for that port (it exits
+// before becoming healthy and its output reports a bind failure) the start
+// is retried on a fresh port. Readiness is GET /health answering 200; 503
+// means the model is still loading and the wait continues up to
+// Config.HealthTimeout. A child that exits first, or never becomes healthy,
+// fails the start with its exit status and its last output lines (a bounded
+// ring of the last 20 lines of stdout and stderr together).
+//
+// After a successful Start a supervisor restarts a crashed child with
+// exponential backoff (Config.RestartBackoff doubling up to
+// Config.MaxRestartBackoff, reset once a child has stayed up for
+// Config.HealthyReset). Stop sends SIGTERM to the process group, waits
+// Config.StopGrace, then SIGKILLs the group, so nothing the runner spawned
+// survives it.
+//
+// # Command line
+//
+// The runner's --help output is read once per Start and decides which
+// optional flags are passed, since llama.cpp builds differ:
+//
+//	-m MODEL --host 127.0.0.1 --port P            always
+//	-c N, -t N                                    when configured (refused if unlisted)
+//	-np 1                                         when listed: one slot, so one serve at a time
+//	--no-warmup                                   only when Config.NoWarmup and listed
+//	-md DRAFT                                     when a draft model is configured
+//	--spec-type draft-simple                      with -md, when the build lists draft-simple
+//	--spec-draft-n-max N | --draft-max N | --draft N
+//	                                              with Config.DraftMax > 0: the first one
+//	                                              listed, newest spelling first
+//	--lora F | --lora-scaled F S                  per adapter (refused if unlisted)
+//
+// Warm-up is left on by default: it moves one-time graph setup out of the
+// first metered serve.
+//
+// # Outcome mapping (mesh/1 §5)
+//
+// Serve posts /completion with the prompt text, n_predict = max_tokens,
+// cache_prompt, temperature, seed and return_tokens, and maps the response:
+//
+//	tokens_in        = tokens_evaluated (the whole prompt, cached part included)
+//	tokens_out       = tokens_predicted
+//	cache_hit_tokens = timings.cache_n; when absent, tokens_evaluated − timings.prompt_n;
+//	                   when both are absent, 0
+//	spec_proposed    = timings.draft_n          (absent: 0)
+//	spec_accepted    = timings.draft_n_accepted (absent: 0)
+//	tokens_accepted  = tokens_out
+//
+// The top-level tokens_cached field is deliberately not used: llama-server
+// reports there the number of tokens held in the slot after the serve
+// (prompt plus generated, slot.n_past), not the prompt tokens reused from
+// the cache, so mapping it would claim cache hits on a cold serve.
+//
+// tokens_accepted = tokens_out under speculative decoding too. §5 defines it
+// as the tokens the target model accepted; in llama-server every delivered
+// token has been verified by the target (a draft token the target agreed
+// with, or the target's own sample after a rejection), and rejected draft
+// tokens are never delivered or counted. The draft's own economics are in
+// spec_proposed/spec_accepted. So the receipt's denominator is exactly the
+// tokens delivered, never more.
+//
+// Every timings field is optional. A response is refused, rather than
+// mapped, when a count is negative or beyond u32, when tokens_predicted
+// exceeds n_predict, when timings.predicted_n or the returned tokens
+// disagree with tokens_predicted, when a cache or prompt count exceeds
+// tokens_evaluated, when draft_n_accepted exceeds draft_n or the tokens
+// delivered, or when the engine truncated the prompt (the model did not see
+// the prompt whose hash the receipt names).
+//
+// A serve interrupted by the child dying fails with an error wrapping
+// ErrCrashed that carries the exit status and the child's last output; no
+// outcome is returned, and the supervisor restarts the child.
+//
+// # Recipe
+//
+// The backend's recipe is package recipe's string for the model file, the
+// draft model and any adapters, e.g. "gguf:<cid>+draft:<cid>". It is
+// recomputed (from the cache: a stat when nothing changed) at every start
+// and checked again once the child is healthy, so a model file replaced
+// between hashing and loading fails the start instead of being misnamed.
+package subprocess

@@ -1,0 +1,189 @@
+//go:build unix
+
+package subprocess
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"meshd/engine/gguf"
+	"meshd/wire"
+)
+
+// TestEndToEndMeshGGUF runs the real built-in runner on a synthetic model.
+// It is skipped only when the runner's source is not in this tree (a
+// checkout without cmd/mesh-gguf); a runner that fails to build fails it.
+func TestEndToEndMeshGGUF(t *testing.T) {
+	src := filepath.Join("..", "..", "cmd", "mesh-gguf")
+	if m, _ := filepath.Glob(filepath.Join(src, "*.go")); len(m) == 0 {
+		t.Skipf("runner source %s is absent", src)
+	}
+	noLeaks(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mesh-gguf")
+	if out, err := exec.Command("go", "build", "-o", bin, "meshd/cmd/mesh-gguf").CombinedOutput(); err != nil {
+		t.Fatalf("building mesh-gguf: %v\n%s", err, out)
+	}
+	model := filepath.Join(dir, "tiny.gguf")
+	f, err := os.Create(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := gguf.Shape{Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FF: 128, Vocab: 320, Ctx: 256, Type: gguf.F32}
+	if err := gguf.Synth(f, shape, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := Config{
+		Runner: bin, Model: model, ContextSize: 256, Threads: 1,
+		Fidelity: wire.F0, UJPerToken: 50,
+		HealthTimeout: 30 * time.Second, HealthInterval: 20 * time.Millisecond,
+		StopGrace: 5 * time.Second, RestartBackoff: 50 * time.Millisecond, MaxRestartBackoff: time.Second,
+	}
+	e := startEngine(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if want := "gguf:" + mustCID(t, model); e.Recipe() != want {
+		t.Fatalf("recipe = %q, want %q", e.Recipe(), want)
+	}
+
+	const prompt, n = "the quick brown fox", 12
+	req, p := request(prompt, n)
+	promptTokens := tokenize(t, ctx, e.cur.base, prompt)
+
+	first, err := e.Serve(ctx, req, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := first.Outcome
+	if o.TokensIn != uint32(len(promptTokens)) || o.CacheHitTokens != 0 || o.TokensOut == 0 ||
+		o.TokensAccepted != o.TokensOut || o.SpecProposed != 0 || o.SpecAccepted != 0 {
+		t.Fatalf("first serve = %+v; prompt is %d tokens", o, len(promptTokens))
+	}
+
+	second, err := e.Serve(ctx, req, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(second.Output, first.Output) || second.Outcome.TokensOut != o.TokensOut {
+		t.Fatalf("greedy decoding differs: %q (%d) then %q (%d)", first.Output, o.TokensOut, second.Output, second.Outcome.TokensOut)
+	}
+	if c := second.Outcome.CacheHitTokens; c == 0 || c >= o.TokensIn {
+		t.Fatalf("repeated prompt: cache_hit_tokens = %d of %d", c, o.TokensIn)
+	}
+
+	t.Logf("first %+v %q; second %+v", o, first.Output, second.Outcome)
+
+	// The engine's own account of why it stopped: at the limit it must
+	// have produced exactly n tokens, at EOS fewer.
+	direct := complete(t, ctx, e.cur.base, prompt, n)
+	if direct.TokensPredicted != int(o.TokensOut) {
+		t.Fatalf("direct request predicted %d tokens, serve reported %d", direct.TokensPredicted, o.TokensOut)
+	}
+	switch direct.StopType {
+	case "limit":
+		if o.TokensOut != n {
+			t.Fatalf("stopped at the limit with %d tokens, want %d", o.TokensOut, n)
+		}
+	case "eos":
+		if o.TokensOut >= n {
+			t.Fatalf("stopped at EOS with %d tokens of %d", o.TokensOut, n)
+		}
+	default:
+		t.Fatalf("stop_type %q", direct.StopType)
+	}
+
+	// Kill the runner with a serve in flight. Stopping it first makes sure
+	// the request is queued in its socket before the kill lands.
+	pid := e.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Serve(ctx, req, p)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrCrashed) {
+		t.Fatalf("serve during the kill: %v, want ErrCrashed", err)
+	} else {
+		t.Logf("serve during the kill: %v", err)
+	}
+	after, err := e.Serve(ctx, req, p)
+	if err != nil {
+		t.Fatalf("serve after restart: %v", err)
+	}
+	if e.PID() == pid || e.Restarts() != 1 {
+		t.Fatalf("pid %d -> %d, restarts %d", pid, e.PID(), e.Restarts())
+	}
+	// A fresh process has a cold cache and the same weights.
+	if after.Outcome != o || !bytes.Equal(after.Output, first.Output) {
+		t.Fatalf("after restart %+v %q, want %+v %q", after.Outcome, after.Output, o, first.Output)
+	}
+}
+
+func mustCID(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire.ContentOf(b).String()
+}
+
+func post(t *testing.T, ctx context.Context, url string, body, out any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tokenize(t *testing.T, ctx context.Context, base, text string) []int {
+	var r struct {
+		Tokens []int `json:"tokens"`
+	}
+	post(t, ctx, base+"/tokenize", map[string]any{"content": text, "add_special": true}, &r)
+	if len(r.Tokens) == 0 {
+		t.Fatal("tokenize returned no tokens")
+	}
+	return r.Tokens
+}
+
+type directCompletion struct {
+	TokensPredicted int    `json:"tokens_predicted"`
+	StopType        string `json:"stop_type"`
+}
+
+func complete(t *testing.T, ctx context.Context, base, prompt string, n int) directCompletion {
+	var r directCompletion
+	post(t, ctx, base+"/completion", map[string]any{"prompt": prompt, "n_predict": n, "temperature": 0, "cache_prompt": true}, &r)
+	return r
+}

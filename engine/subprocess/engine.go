@@ -1,0 +1,477 @@
+//go:build unix
+
+package subprocess
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"meshd/engine"
+	"meshd/engine/recipe"
+	"meshd/wire"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrCrashed is wrapped when the child dies during a serve or while
+	// it is being supervised.
+	ErrCrashed = errors.New("engine process crashed")
+	// ErrNotStarted is returned by Serve before Start has succeeded.
+	ErrNotStarted = errors.New("engine not started")
+	// ErrStopped is returned once Stop has been called.
+	ErrStopped = errors.New("engine stopped")
+)
+
+const (
+	// bindAttempts bounds the retries when the child loses its port.
+	bindAttempts = 3
+	// maxResponse bounds a /completion body read into memory.
+	maxResponse = 64 << 20
+)
+
+type lifecycle int
+
+const (
+	idle lifecycle = iota
+	starting
+	running
+	stopped
+)
+
+// Engine is the local GGUF engine run as a supervised child process. It
+// implements engine.Backend. Create it with New, then Start it; Stop it to
+// end the child and the supervisor.
+type Engine struct {
+	cfg       Config
+	runner    string
+	files     recipe.Files
+	transport *http.Transport
+	client    *http.Client
+	slot      chan struct{} // one serve at a time
+	stopped   chan struct{} // closed by Stop
+	supDone   chan struct{} // closed when the supervisor returns
+	starts    sync.WaitGroup
+
+	mu       sync.Mutex
+	state    lifecycle
+	args     []string
+	cur      *instance     // the healthy child; nil while down
+	up       chan struct{} // closed when cur is next set
+	lastErr  error
+	recipe   string
+	restarts int
+	life     context.Context
+	cancel   context.CancelFunc
+}
+
+var _ engine.Backend = (*Engine)(nil)
+
+// New checks cfg, locates the runner and computes the recipe (hashing the
+// model files unless cfg.Recipes already knows them). It starts nothing.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	runner, err := locateRunner(cfg.Runner)
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	files := recipe.Files{Model: cfg.Model, Draft: cfg.DraftModel, Adapters: cfg.Adapters}
+	r, err := cfg.Recipes.Recipe(ctx, files)
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}
+	life, cancel := context.WithCancel(context.Background())
+	return &Engine{
+		cfg:       cfg,
+		runner:    runner,
+		files:     files,
+		transport: tr,
+		client:    &http.Client{Transport: tr},
+		slot:      make(chan struct{}, 1),
+		stopped:   make(chan struct{}),
+		supDone:   make(chan struct{}),
+		up:        make(chan struct{}),
+		recipe:    r.String(),
+		life:      life,
+		cancel:    cancel,
+	}, nil
+}
+
+// Name implements engine.Backend.
+func (e *Engine) Name() string { return e.cfg.Name }
+
+// Recipe implements engine.Backend: the recipe of the files the running
+// child loaded (before the first start, of the files as New found them).
+func (e *Engine) Recipe() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.recipe
+}
+
+// Fidelity implements engine.Backend.
+func (e *Engine) Fidelity() wire.Fidelity { return e.cfg.Fidelity }
+
+// UJPerToken implements engine.Backend.
+func (e *Engine) UJPerToken() uint64 { return e.cfg.UJPerToken }
+
+// PID is the running child's process id, 0 while none is healthy.
+func (e *Engine) PID() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cur == nil {
+		return 0
+	}
+	return e.cur.pid
+}
+
+// Restarts counts the children started by the supervisor after crashes.
+func (e *Engine) Restarts() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.restarts
+}
+
+// LastError is the most recent crash or failed restart, nil if none.
+func (e *Engine) LastError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastErr
+}
+
+// Start reads the runner's --help to choose its flags, starts the child and
+// waits until it is healthy; ctx bounds only this wait. On success a
+// supervisor keeps the engine running until Stop. A failed Start leaves
+// nothing running and may be retried.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	switch e.state {
+	case starting, running:
+		e.mu.Unlock()
+		return errors.New("engine already started")
+	case stopped:
+		e.mu.Unlock()
+		return ErrStopped
+	}
+	e.state = starting
+	e.starts.Add(1)
+	e.mu.Unlock()
+	defer e.starts.Done()
+
+	in, err := e.start(ctx)
+	e.mu.Lock()
+	if err != nil {
+		if e.state == starting {
+			e.state = idle
+		}
+		e.mu.Unlock()
+		return err
+	}
+	if e.state == stopped { // Stop ran while we were starting
+		e.mu.Unlock()
+		in.kill()
+		return ErrStopped
+	}
+	e.state = running
+	e.setUpLocked(in)
+	e.mu.Unlock()
+	go e.supervise(in)
+	return nil
+}
+
+func (e *Engine) start(ctx context.Context) (*instance, error) {
+	// Stop must be able to interrupt a start in progress.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-e.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	help, err := readHelp(ctx, e.runner, e.cfg.Env)
+	if err != nil {
+		return nil, fmt.Errorf("starting engine: %w", err)
+	}
+	args, err := buildArgs(e.cfg, helpText(help))
+	if err != nil {
+		return nil, fmt.Errorf("starting engine: %w", err)
+	}
+	e.mu.Lock()
+	e.args = args
+	e.mu.Unlock()
+	return e.startInstance(ctx)
+}
+
+// startInstance runs the child until healthy, retrying on a lost port race,
+// and names what it loaded.
+func (e *Engine) startInstance(ctx context.Context) (*instance, error) {
+	before, err := e.cfg.Recipes.Recipe(ctx, e.files)
+	if err != nil {
+		return nil, fmt.Errorf("starting engine: %w", err)
+	}
+	e.mu.Lock()
+	args := e.args
+	e.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, fmt.Errorf("starting engine: %w", err)
+		}
+		in, err := spawn(e.runner, args, e.cfg.Env, port, e.cfg.Logf)
+		if err != nil {
+			return nil, err
+		}
+		e.cfg.Logf("engine: started %s pid %d on port %d", e.runner, in.pid, port)
+		err = in.waitHealthy(ctx, e.client, e.cfg.HealthTimeout, e.cfg.HealthInterval)
+		var he *errHealth
+		if errors.As(err, &he) && he.bind && attempt < bindAttempts {
+			e.cfg.Logf("engine: port %d was taken, retrying: %v", port, err)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("starting engine %s: %w", e.runner, err)
+		}
+		// The files are named again now that they are loaded: a model
+		// replaced between hashing and loading must not be misnamed.
+		after, err := e.cfg.Recipes.Recipe(ctx, e.files)
+		if err == nil && after.String() != before.String() {
+			err = fmt.Errorf("model files changed while the engine was loading them (%s became %s)", before, after)
+		}
+		if err != nil {
+			in.kill()
+			return nil, fmt.Errorf("starting engine: %w", err)
+		}
+		in.recipe = before.String()
+		e.cfg.Logf("engine: pid %d healthy, recipe %s", in.pid, in.recipe)
+		return in, nil
+	}
+}
+
+func (e *Engine) setUpLocked(in *instance) {
+	e.cur = in
+	e.recipe = in.recipe
+	close(e.up)
+}
+
+// markDown records that in is no longer serving. Serve calls it too when
+// it sees the child gone before the supervisor has, so that the next serve
+// waits for the restart instead of dialling a dead port.
+func (e *Engine) markDown(in *instance, why error) {
+	e.mu.Lock()
+	if e.cur == in {
+		e.cur = nil
+		e.up = make(chan struct{})
+	}
+	if why != nil {
+		e.lastErr = why
+	}
+	e.mu.Unlock()
+	e.transport.CloseIdleConnections()
+}
+
+// supervise restarts the child whenever it exits, until Stop.
+func (e *Engine) supervise(in *instance) {
+	defer close(e.supDone)
+	bo := newBackoff(e.cfg.RestartBackoff, e.cfg.MaxRestartBackoff, e.cfg.HealthyReset)
+	for {
+		select {
+		case <-e.life.Done():
+			return
+		case <-in.exited:
+		}
+		_ = killGroup(in.pid) // helpers it left behind
+		uptime := time.Since(in.healthy)
+		crash := fmt.Errorf("%w: pid %d (%s) after %v; last output: %s",
+			ErrCrashed, in.pid, in.exitStatus(), uptime.Round(time.Millisecond), in.tail.String())
+		e.cfg.Logf("engine: %v", crash)
+		e.markDown(in, crash)
+
+		delay := bo.afterCrash(uptime)
+		for {
+			t := time.NewTimer(delay)
+			select {
+			case <-e.life.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			next, err := e.startInstance(e.life)
+			if e.life.Err() != nil {
+				return // startInstance has killed any child it began
+			}
+			if err != nil {
+				e.cfg.Logf("engine: restart failed: %v", err)
+				e.mu.Lock()
+				e.lastErr = err
+				e.mu.Unlock()
+				delay = bo.afterFailedStart()
+				continue
+			}
+			e.mu.Lock()
+			if e.state == stopped {
+				e.mu.Unlock()
+				next.kill()
+				return
+			}
+			e.restarts++
+			e.setUpLocked(next)
+			e.mu.Unlock()
+			in = next
+			break
+		}
+	}
+}
+
+// Stop ends the supervisor and the child: SIGTERM to its process group,
+// then SIGKILL after Config.StopGrace or when ctx ends, whichever is first.
+// It returns once the child has been reaped. Stop is idempotent.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if e.state == stopped {
+		e.mu.Unlock()
+		return nil
+	}
+	supervising := e.state == running
+	e.state = stopped
+	close(e.stopped)
+	e.mu.Unlock()
+
+	e.cancel()
+	e.starts.Wait() // a Start in progress sees stopped and kills its child
+	if supervising {
+		<-e.supDone
+	}
+	e.mu.Lock()
+	in := e.cur
+	e.cur = nil
+	e.mu.Unlock()
+	var err error
+	if in != nil {
+		err = in.terminate(ctx, e.cfg.StopGrace)
+		e.cfg.Logf("engine: pid %d stopped (%s)", in.pid, in.exitStatus())
+	}
+	e.transport.CloseIdleConnections()
+	return err
+}
+
+// ready returns the healthy child, waiting through a restart if need be.
+func (e *Engine) ready(ctx context.Context) (*instance, error) {
+	for {
+		e.mu.Lock()
+		state, in, up, last := e.state, e.cur, e.up, e.lastErr
+		e.mu.Unlock()
+		switch {
+		case state == stopped:
+			return nil, ErrStopped
+		case state != running:
+			return nil, ErrNotStarted
+		case in != nil && !in.hasExited():
+			return in, nil
+		case in != nil:
+			e.markDown(in, nil) // the supervisor will record why
+			continue
+		}
+		select {
+		case <-up:
+		case <-e.stopped:
+			return nil, ErrStopped
+		case <-ctx.Done():
+			return nil, fmt.Errorf("engine is restarting (last failure: %v): %w", last, ctx.Err())
+		}
+	}
+}
+
+// Serve implements engine.Backend: one /completion on the healthy child.
+// The prompt must be UTF-8 text whose content id is req.PromptHash.
+func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (engine.Result, error) {
+	if err := req.Validate(); err != nil {
+		return engine.Result{}, fmt.Errorf("serve: %w", err)
+	}
+	if wire.ContentOf(prompt) != req.PromptHash {
+		return engine.Result{}, fmt.Errorf("serve: %w: the prompt's content id is not prompt_hash", wire.ErrBadRequest)
+	}
+	if !utf8.Valid(prompt) {
+		// JSON would silently replace invalid bytes, serving a prompt
+		// other than the one whose hash the receipt names.
+		return engine.Result{}, fmt.Errorf("serve: %w: the prompt is not valid UTF-8 text", wire.ErrBadRequest)
+	}
+	select {
+	case e.slot <- struct{}{}:
+		defer func() { <-e.slot }()
+	case <-ctx.Done():
+		return engine.Result{}, fmt.Errorf("serve: waiting for the engine: %w", ctx.Err())
+	}
+	in, err := e.ready(ctx)
+	if err != nil {
+		return engine.Result{}, fmt.Errorf("serve: %w", err)
+	}
+	body, err := json.Marshal(completionRequest{
+		Prompt:       string(prompt),
+		NPredict:     req.MaxTokens,
+		CachePrompt:  true,
+		Temperature:  e.cfg.Temperature,
+		Seed:         e.cfg.Seed,
+		ReturnTokens: true,
+	})
+	if err != nil {
+		return engine.Result{}, fmt.Errorf("serve: encoding request: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, in.base+"/completion", bytes.NewReader(body))
+	if err != nil {
+		return engine.Result{}, fmt.Errorf("serve: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := e.client.Do(hreq)
+	if err != nil {
+		return engine.Result{}, e.serveFailed(ctx, in, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	if err != nil {
+		return engine.Result{}, e.serveFailed(ctx, in, err)
+	}
+	if len(data) > maxResponse {
+		return engine.Result{}, fmt.Errorf("serve: %w: body exceeds %d bytes", ErrBadResponse, maxResponse)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return engine.Result{}, fmt.Errorf("serve: engine answered HTTP %d: %s", resp.StatusCode, engineError(data))
+	}
+	o, content, err := parseCompletion(data, req.MaxTokens)
+	if err != nil {
+		return engine.Result{}, fmt.Errorf("serve: %w", err)
+	}
+	return engine.Result{Outcome: o, Output: []byte(content)}, nil
+}
+
+// serveFailed names why a request broke off: the caller's context, the
+// child dying (the supervisor will restart it), or the connection itself.
+func (e *Engine) serveFailed(ctx context.Context, in *instance, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("serve: %w", ctx.Err())
+	}
+	t := time.NewTimer(e.cfg.CrashWait)
+	defer t.Stop()
+	select {
+	case <-in.exited:
+		crash := fmt.Errorf("%w during the serve: pid %d (%s); last output: %s; request error: %v",
+			ErrCrashed, in.pid, in.exitStatus(), in.tail.String(), err)
+		e.markDown(in, crash)
+		return fmt.Errorf("serve: %w", crash)
+	case <-t.C:
+		return fmt.Errorf("serve: engine request failed (pid %d still running): %w", in.pid, err)
+	case <-ctx.Done():
+		return fmt.Errorf("serve: %w (after: %v)", ctx.Err(), err)
+	}
+}

@@ -1,0 +1,406 @@
+// Command fakeengine is a stand-in for llama-server used by the subprocess
+// package's tests. It speaks the same command line and HTTP API (/health,
+// /completion) and can be told to misbehave the ways a real runner does:
+// load slowly or forever, exit at once with a message, crash in the middle
+// of a serve, ignore SIGTERM, leave a child behind in its process group, or
+// lose the race for its port.
+//
+// Its --help output imitates a llama-server build; FAKEENGINE_HELP selects
+// which one ("old": --draft-max, "new": --spec-type/--spec-draft-n-max,
+// "minimal": only -m/--host/--port), and flags the selected build does not
+// list are refused as unknown, as a real build would.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const helpOld = `----- common params -----
+-h,    --help, --usage                  print usage and exit
+-t,    --threads N                      number of CPU threads to use during generation
+-c,    --ctx-size N                     size of the prompt context
+-np,   --parallel N                     number of parallel sequences to decode (default: 1)
+--no-warmup                             skip warming up the model with an empty run
+-m,    --model FNAME                    model path
+--lora FNAME                            path to LoRA adapter
+--lora-scaled FNAME SCALE               path to LoRA adapter with user defined scaling
+----- example-specific params -----
+--host HOST                             ip address to listen
+--port PORT                             port to listen (default: 8080)
+-md,   --model-draft FNAME              draft model for speculative decoding (default: unused)
+--draft-max, --draft, --draft-n N       number of tokens to draft for speculative decoding (default: 16)
+`
+
+const helpNew = `----- common params -----
+-h,    --help, --usage                  print usage and exit
+-t,    --threads N                      number of CPU threads to use during generation
+-c,    --ctx-size N                     size of the prompt context
+-np,   --parallel N                     number of server slots (default: -1, -1 = auto)
+--no-warmup                             skip warming up the model with an empty run
+-m,    --model FNAME                    model path
+--host HOST                             ip address to listen
+--port PORT                             port to listen (default: 8080)
+-md,   --model-draft FNAME              draft model for speculative decoding (default: unused)
+--spec-type [none|draft-simple|ngram-mod]   type of speculative decoding (default: none)
+--spec-draft-n-max N                    number of tokens to draft (default: 16)
+`
+
+const helpMinimal = `usage: runner -m FNAME --host HOST --port PORT
+`
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+
+type config struct {
+	model, host, draft, specType string
+	port, ctx, threads, np       int
+	draftMax, specDraftNMax      int
+	noWarmup                     bool
+	loras                        multi
+
+	loadDelay, serveDelay, exitAfter time.Duration
+	neverHealthy, ignoreTerm         bool
+	spawnChild                       bool
+	exitEarly                        int
+	say                              multi
+	crashOnce, bindFailOnce          string
+	reply, record                    string
+	eosAfter                         int
+}
+
+func main() {
+	for _, a := range os.Args[1:] {
+		if a == "-sleeper" {
+			sleeper()
+		}
+		if a == "--help" || a == "-h" {
+			switch os.Getenv("FAKEENGINE_HELP") {
+			case "new":
+				fmt.Print(helpNew)
+			case "minimal":
+				fmt.Print(helpMinimal)
+			default:
+				fmt.Print(helpOld)
+			}
+			os.Exit(0)
+		}
+	}
+	if err := checkBuildFlags(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+	var c config
+	fs := flag.NewFlagSet("fakeengine", flag.ContinueOnError)
+	fs.StringVar(&c.model, "m", "", "")
+	fs.StringVar(&c.host, "host", "127.0.0.1", "")
+	fs.IntVar(&c.port, "port", 8080, "")
+	fs.IntVar(&c.ctx, "c", 0, "")
+	fs.IntVar(&c.threads, "t", 0, "")
+	fs.IntVar(&c.np, "np", 0, "")
+	fs.BoolVar(&c.noWarmup, "no-warmup", false, "")
+	fs.StringVar(&c.draft, "md", "", "")
+	fs.IntVar(&c.draftMax, "draft-max", 0, "")
+	fs.IntVar(&c.specDraftNMax, "spec-draft-n-max", 0, "")
+	fs.StringVar(&c.specType, "spec-type", "", "")
+	fs.Var(&c.loras, "lora", "")
+	fs.DurationVar(&c.loadDelay, "load-delay", 0, "answer /health 503 for this long")
+	fs.BoolVar(&c.neverHealthy, "never-healthy", false, "answer /health 503 forever")
+	fs.IntVar(&c.exitEarly, "exit-early", -1, "print -say lines and exit with this code before binding")
+	fs.Var(&c.say, "say", "a line to print on stderr at start")
+	fs.BoolVar(&c.ignoreTerm, "ignore-term", false, "log SIGTERM and carry on")
+	fs.BoolVar(&c.spawnChild, "spawn-child", false, "leave a SIGTERM-ignoring child in the process group")
+	fs.StringVar(&c.crashOnce, "crash-on-serve-once", "", "crash mid-response on a serve unless this file exists (then create it)")
+	fs.StringVar(&c.bindFailOnce, "bind-fail-once", "", "fail to bind unless this file exists (then create it)")
+	fs.DurationVar(&c.serveDelay, "serve-delay", 0, "sleep before answering /completion")
+	fs.DurationVar(&c.exitAfter, "exit-after", 0, "exit with code 4 this long after becoming healthy")
+	fs.StringVar(&c.reply, "reply", "", "answer /completion with this file's bytes (status from FILE.status)")
+	fs.StringVar(&c.record, "record", "", "append each /completion request body to this file")
+	fs.IntVar(&c.eosAfter, "eos-after", 0, "stop with eos after this many tokens")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(1)
+	}
+	if c.model == "" {
+		fmt.Fprintln(os.Stderr, "error: -m is required")
+		os.Exit(1)
+	}
+	for _, l := range c.say {
+		fmt.Fprintln(os.Stderr, l)
+	}
+	if c.exitEarly >= 0 {
+		os.Exit(c.exitEarly)
+	}
+	if c.spawnChild {
+		self, _ := os.Executable()
+		ch := exec.Command(self, "-sleeper")
+		ch.Stdout, ch.Stderr = os.Stdout, os.Stderr
+		if err := ch.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "spawn:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "spawned child pid %d\n", ch.Process.Pid)
+	}
+	if c.bindFailOnce != "" && createOnce(c.bindFailOnce) {
+		fmt.Fprintf(os.Stderr, "couldn't bind HTTP server socket, hostname: %s, port: %d\n", c.host, c.port)
+		os.Exit(1)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "couldn't bind HTTP server socket, hostname: %s, port: %d: %v\n", c.host, c.port, err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "main: HTTP server is listening, hostname: %s, port: %d\n", c.host, c.port)
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM)
+	go func() {
+		for range sigs {
+			if c.ignoreTerm {
+				fmt.Fprintln(os.Stderr, "received SIGTERM, ignoring")
+				continue
+			}
+			fmt.Fprintln(os.Stderr, "received SIGTERM, shutting down")
+			os.Exit(0)
+		}
+	}()
+
+	s := &server{c: c, start: time.Now()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("POST /completion", s.completion)
+	if c.exitAfter > 0 {
+		go func() {
+			time.Sleep(c.loadDelay + c.exitAfter)
+			fmt.Fprintln(os.Stderr, "fatal: exit-after elapsed")
+			os.Exit(4)
+		}()
+	}
+	fmt.Fprintln(os.Stderr, "srv load_model: loading model", c.model)
+	err = http.Serve(ln, mux)
+	fmt.Fprintln(os.Stderr, "serve:", err)
+	os.Exit(1)
+}
+
+// checkBuildFlags refuses the build-specific flags the imitated build does
+// not list, as llama-server does with "invalid argument".
+func checkBuildFlags(args []string) error {
+	var refused []string
+	switch os.Getenv("FAKEENGINE_HELP") {
+	case "new":
+		refused = []string{"draft-max", "lora"}
+	case "minimal":
+		refused = []string{"c", "t", "np", "no-warmup", "md", "draft-max", "spec-draft-n-max", "spec-type", "lora"}
+	default:
+		refused = []string{"spec-draft-n-max", "spec-type"}
+	}
+	for _, a := range args {
+		name := strings.TrimLeft(a, "-")
+		name, _, _ = strings.Cut(name, "=")
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		for _, r := range refused {
+			if name == r {
+				return fmt.Errorf("invalid argument: %s", a)
+			}
+		}
+	}
+	return nil
+}
+
+func createOnce(path string) bool {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+func sleeper() {
+	signal.Ignore(syscall.SIGTERM)
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+type server struct {
+	c     config
+	start time.Time
+
+	mu   sync.Mutex
+	prev []int // the previous prompt's tokens, for the prompt cache
+}
+
+func (s *server) health(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if s.c.neverHealthy || time.Since(s.start) < s.c.loadDelay {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`)
+		return
+	}
+	io.WriteString(w, `{"status":"ok"}`)
+}
+
+type completionRequest struct {
+	Prompt       *string  `json:"prompt"`
+	NPredict     *int     `json:"n_predict"`
+	CachePrompt  *bool    `json:"cache_prompt"`
+	Temperature  *float64 `json:"temperature"`
+	Seed         *int64   `json:"seed"`
+	ReturnTokens bool     `json:"return_tokens"`
+}
+
+func (s *server) completion(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if s.c.record != "" {
+		f, err := os.OpenFile(s.c.record, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err == nil {
+			f.Write(append(body, '\n'))
+			f.Close()
+		}
+	}
+	if s.c.serveDelay > 0 {
+		time.Sleep(s.c.serveDelay)
+	}
+	if s.c.crashOnce != "" && createOnce(s.c.crashOnce) {
+		// Half a response, then the process dies: the client sees the
+		// connection end in the middle of the body.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "4096")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"content":"partial`)
+		w.(http.Flusher).Flush()
+		fmt.Fprintln(os.Stderr, "GGML_ASSERT: simulated crash in decode")
+		os.Exit(3)
+	}
+	if s.c.reply != "" {
+		b, err := os.ReadFile(s.c.reply)
+		if err == nil {
+			status := http.StatusOK
+			if sb, err := os.ReadFile(s.c.reply + ".status"); err == nil {
+				status, _ = strconv.Atoi(strings.TrimSpace(string(sb)))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			w.Write(b)
+			return
+		}
+	}
+	var req completionRequest
+	if err := json.Unmarshal(body, &req); err != nil || req.Prompt == nil {
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"code":400,"message":"\"prompt\" must be provided","type":"invalid_request_error"}}`)
+		return
+	}
+	s.generate(w, req)
+}
+
+// generate imitates llama-server's accounting: a string prompt gets a BOS
+// token, the prompt cache reuses the common prefix with the previous prompt
+// but always re-evaluates at least the last prompt token, and tokens_cached
+// is everything in the slot afterwards (prompt plus generated).
+func (s *server) generate(w http.ResponseWriter, req completionRequest) {
+	prompt := append([]int{1}, bytesToTokens(*req.Prompt)...)
+	cached := 0
+	if req.CachePrompt == nil || *req.CachePrompt {
+		for cached < len(s.prev) && cached < len(prompt) && s.prev[cached] == prompt[cached] {
+			cached++
+		}
+		cached = min(cached, len(prompt)-1)
+	}
+	s.prev = prompt
+	n := 16
+	if req.NPredict != nil && *req.NPredict >= 0 {
+		n = *req.NPredict
+	}
+	h := fnv.New32a()
+	h.Write([]byte(*req.Prompt))
+	if req.Temperature != nil && *req.Temperature > 0 && req.Seed != nil {
+		fmt.Fprint(h, *req.Seed)
+	}
+	seed := int(h.Sum32())
+	stopType := "limit"
+	var gen []int
+	var content strings.Builder
+	for i := 0; i < n; i++ {
+		if s.c.eosAfter > 0 && i == s.c.eosAfter {
+			stopType = "eos"
+			break
+		}
+		t := 3 + (seed+i*31)%250
+		if t < 0 {
+			t = -t
+		}
+		gen = append(gen, t)
+		content.WriteByte(byte('a' + t%26))
+	}
+	s.prev = append(s.prev, gen...)
+	timings := map[string]any{
+		"cache_n":      cached,
+		"prompt_n":     len(prompt) - cached,
+		"prompt_ms":    1.5,
+		"predicted_n":  len(gen),
+		"predicted_ms": 3.25,
+	}
+	if s.c.draft != "" && len(gen) > 0 {
+		timings["draft_n"] = len(gen) + len(gen)/2
+		timings["draft_n_accepted"] = len(gen) - len(gen)/4
+	}
+	resp := map[string]any{
+		"index":            0,
+		"content":          content.String(),
+		"id_slot":          0,
+		"stop":             true,
+		"model":            s.c.model,
+		"tokens_predicted": len(gen),
+		"tokens_evaluated": len(prompt),
+		"prompt":           *req.Prompt,
+		"has_new_line":     false,
+		"truncated":        false,
+		"stop_type":        stopType,
+		"stopping_word":    "",
+		"tokens_cached":    len(prompt) + len(gen),
+		"timings":          timings,
+	}
+	if req.ReturnTokens {
+		resp["tokens"] = gen
+		if gen == nil {
+			resp["tokens"] = []int{}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(resp); err != nil && !errors.Is(err, net.ErrClosed) {
+		fmt.Fprintln(os.Stderr, "write:", err)
+	}
+}
+
+func bytesToTokens(s string) []int {
+	t := make([]int, len(s))
+	for i := range len(s) {
+		t[i] = 3 + int(s[i])
+	}
+	return t
+}

@@ -1,0 +1,277 @@
+// Package tokenizer owns text ↔ token conversion for GGUF models: the
+// SentencePiece-style tokenizer with byte fallback ("llama") and the
+// byte-level BPE tokenizer with ranked merges ("gpt2"), both built from
+// the tokenizer.ggml.* metadata.
+package tokenizer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"meshd/engine/gguf"
+)
+
+// Token types as stored in tokenizer.ggml.token_type.
+const (
+	TypeNormal      = 1
+	TypeUnknown     = 2
+	TypeControl     = 3
+	TypeUserDefined = 4
+	TypeUnused      = 5
+	TypeByte        = 6
+)
+
+// Tokenizer converts between text and token ids.
+type Tokenizer struct {
+	Model  string // "llama" or "gpt2"
+	Tokens []string
+	Scores []float32
+	Types  []int32
+	BOS    int // -1 when absent
+	EOS    int
+	UNK    int
+	AddBOS bool
+	AddEOS bool
+	// AddSpacePrefix puts a space before the text, as SentencePiece does.
+	AddSpacePrefix bool
+
+	index   map[string]int
+	byteTok [256]int // SPM: id of <0xXX>, -1 if absent
+	ranks   map[string]int
+	special []int // control and user-defined tokens, longest text first
+}
+
+// New builds a tokenizer from a vocabulary. merges is required for gpt2
+// and ignored for llama.
+func New(model string, tokens []string, scores []float32, types []int32, merges []string) (*Tokenizer, error) {
+	if model != "llama" && model != "gpt2" {
+		return nil, fmt.Errorf("tokenizer: model %q is not supported (llama, gpt2)", model)
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("tokenizer: empty vocabulary")
+	}
+	if scores != nil && len(scores) != len(tokens) {
+		return nil, fmt.Errorf("tokenizer: %d scores for %d tokens", len(scores), len(tokens))
+	}
+	if types != nil && len(types) != len(tokens) {
+		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(types), len(tokens))
+	}
+	t := &Tokenizer{Model: model, Tokens: tokens, Scores: scores, Types: types, BOS: -1, EOS: -1, UNK: -1,
+		index: make(map[string]int, len(tokens))}
+	if t.Scores == nil {
+		t.Scores = make([]float32, len(tokens))
+	}
+	if t.Types == nil {
+		t.Types = make([]int32, len(tokens))
+		for i := range t.Types {
+			t.Types[i] = TypeNormal
+		}
+	}
+	for i, s := range tokens {
+		if j, dup := t.index[s]; dup {
+			return nil, fmt.Errorf("tokenizer: tokens %d and %d are both %q", j, i, s)
+		}
+		t.index[s] = i
+		if ty := t.Types[i]; (ty == TypeControl || ty == TypeUserDefined) && s != "" {
+			t.special = append(t.special, i)
+		}
+	}
+	sort.SliceStable(t.special, func(a, b int) bool { return len(tokens[t.special[a]]) > len(tokens[t.special[b]]) })
+	for b := range t.byteTok {
+		t.byteTok[b] = -1
+		if id, ok := t.index[fmt.Sprintf("<0x%02X>", b)]; ok && t.Types[id] == TypeByte {
+			t.byteTok[b] = id
+		}
+	}
+	switch model {
+	case "llama":
+		t.AddBOS, t.AddSpacePrefix = true, true
+		t.BOS, t.EOS, t.UNK = t.lookup("<s>"), t.lookup("</s>"), t.lookup("<unk>")
+	case "gpt2":
+		if len(merges) == 0 {
+			return nil, fmt.Errorf("tokenizer: gpt2 vocabulary has no merges")
+		}
+		t.ranks = make(map[string]int, len(merges))
+		for i, m := range merges {
+			if strings.Count(m, " ") != 1 {
+				return nil, fmt.Errorf("tokenizer: merge %d %q is not two pieces", i, m)
+			}
+			if _, dup := t.ranks[m]; !dup {
+				t.ranks[m] = i
+			}
+		}
+	}
+	return t, nil
+}
+
+func (t *Tokenizer) lookup(s string) int {
+	if id, ok := t.index[s]; ok {
+		return id
+	}
+	return -1
+}
+
+// FromGGUF builds the tokenizer described by a file's metadata.
+func FromGGUF(f *gguf.File) (*Tokenizer, error) {
+	model, ok := f.String("tokenizer.ggml.model")
+	if !ok {
+		return nil, fmt.Errorf("tokenizer: tokenizer.ggml.model missing")
+	}
+	ta, ok := f.ArrayOf("tokenizer.ggml.tokens")
+	tokens, ok2 := ta.Values.([]string)
+	if !ok || !ok2 {
+		return nil, fmt.Errorf("tokenizer: tokenizer.ggml.tokens missing or not strings")
+	}
+	var scores []float32
+	if a, ok := f.ArrayOf("tokenizer.ggml.scores"); ok {
+		if scores, ok = a.Values.([]float32); !ok {
+			return nil, fmt.Errorf("tokenizer: tokenizer.ggml.scores is %s, want f32", a.Elem)
+		}
+	}
+	var types []int32
+	if a, ok := f.ArrayOf("tokenizer.ggml.token_type"); ok {
+		if types, ok = a.Values.([]int32); !ok {
+			return nil, fmt.Errorf("tokenizer: tokenizer.ggml.token_type is %s, want i32", a.Elem)
+		}
+	}
+	var merges []string
+	if a, ok := f.ArrayOf("tokenizer.ggml.merges"); ok {
+		merges, _ = a.Values.([]string)
+	}
+	t, err := New(model, tokens, scores, types, merges)
+	if err != nil {
+		return nil, err
+	}
+	ids := []struct {
+		key string
+		dst *int
+	}{{"tokenizer.ggml.bos_token_id", &t.BOS}, {"tokenizer.ggml.eos_token_id", &t.EOS}, {"tokenizer.ggml.unknown_token_id", &t.UNK}}
+	for _, k := range ids {
+		if v, ok := f.Uint(k.key); ok {
+			if v >= uint64(len(tokens)) {
+				return nil, fmt.Errorf("tokenizer: %s %d is outside the %d-token vocabulary", k.key, v, len(tokens))
+			}
+			*k.dst = int(v)
+		}
+	}
+	if v, ok := f.Bool("tokenizer.ggml.add_bos_token"); ok {
+		t.AddBOS = v
+	}
+	if v, ok := f.Bool("tokenizer.ggml.add_eos_token"); ok {
+		t.AddEOS = v
+	}
+	if v, ok := f.Bool("tokenizer.ggml.add_space_prefix"); ok {
+		t.AddSpacePrefix = v
+	}
+	return t, nil
+}
+
+// Len is the vocabulary size.
+func (t *Tokenizer) Len() int { return len(t.Tokens) }
+
+// IsEOG reports whether id ends generation.
+func (t *Tokenizer) IsEOG(id int) bool { return id == t.EOS && id >= 0 }
+
+// Encode tokenizes text. addSpecial adds BOS/EOS as the model asks;
+// parseSpecial turns the text of control and user-defined tokens into
+// those tokens instead of spelling them out.
+func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
+	var out []int
+	if addSpecial && t.AddBOS && t.BOS >= 0 {
+		out = append(out, t.BOS)
+	}
+	first := true
+	for _, frag := range t.fragments(text, parseSpecial) {
+		if frag.id >= 0 {
+			out = append(out, frag.id)
+			first = true
+			continue
+		}
+		if t.Model == "llama" {
+			out = t.encodeSPM(out, frag.text, first && t.AddSpacePrefix)
+		} else {
+			out = t.encodeBPE(out, frag.text)
+		}
+		first = false
+	}
+	if addSpecial && t.AddEOS && t.EOS >= 0 {
+		out = append(out, t.EOS)
+	}
+	return out
+}
+
+type fragment struct {
+	text string
+	id   int
+}
+
+func (t *Tokenizer) fragments(text string, parseSpecial bool) []fragment {
+	if !parseSpecial || len(t.special) == 0 {
+		return []fragment{{text, -1}}
+	}
+	var out []fragment
+	start := 0
+	for i := 0; i < len(text); {
+		matched := -1
+		for _, id := range t.special {
+			if strings.HasPrefix(text[i:], t.Tokens[id]) {
+				matched = id
+				break
+			}
+		}
+		if matched < 0 {
+			i++
+			continue
+		}
+		if start < i {
+			out = append(out, fragment{text[start:i], -1})
+		}
+		out = append(out, fragment{"", matched})
+		i += len(t.Tokens[matched])
+		start = i
+	}
+	if start < len(text) {
+		out = append(out, fragment{text[start:], -1})
+	}
+	return out
+}
+
+// Piece is the text of one token as generation emits it.
+func (t *Tokenizer) Piece(id int) []byte {
+	if id < 0 || id >= len(t.Tokens) {
+		return nil
+	}
+	s := t.Tokens[id]
+	switch t.Types[id] {
+	case TypeControl, TypeUnused:
+		return nil
+	case TypeByte:
+		if t.Model == "llama" {
+			var b byte
+			if _, err := fmt.Sscanf(s, "<0x%02X>", &b); err == nil {
+				return []byte{b}
+			}
+		}
+	case TypeUserDefined:
+		return []byte(s)
+	}
+	if t.Model == "llama" {
+		return []byte(strings.ReplaceAll(s, "▁", " "))
+	}
+	return bpeDecode(s)
+}
+
+// Decode is the inverse of Encode without special tokens: it joins the
+// pieces and drops the space SentencePiece prefixed.
+func (t *Tokenizer) Decode(ids []int) string {
+	var b []byte
+	for _, id := range ids {
+		b = append(b, t.Piece(id)...)
+	}
+	s := string(b)
+	if t.Model == "llama" && t.AddSpacePrefix {
+		s = strings.TrimPrefix(s, " ")
+	}
+	return s
+}
