@@ -11,6 +11,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -268,7 +269,8 @@ func OpenLog(path string, opt LogOptions) (*Log, *ScanReport, error) {
 			f.Close()
 			return nil, nil, fmt.Errorf("open receipt log %s: cut torn tail: %w", path, err)
 		}
-		if size == 0 {
+		created := size == 0
+		if created {
 			if _, err := f.WriteAt(logMagic, 0); err != nil {
 				f.Close()
 				return nil, nil, fmt.Errorf("open receipt log %s: write magic: %w", path, err)
@@ -278,6 +280,14 @@ func OpenLog(path string, opt LogOptions) (*Log, *ScanReport, error) {
 		if err := f.Sync(); err != nil {
 			f.Close()
 			return nil, nil, fmt.Errorf("open receipt log %s: %w", path, err)
+		}
+		if created {
+			// A new file's directory entry must be durable too, or a power
+			// cut can lose the whole log along with receipts already returned.
+			if err := syncDir(filepath.Dir(path)); err != nil {
+				f.Close()
+				return nil, nil, fmt.Errorf("open receipt log %s: %w", path, err)
+			}
 		}
 	}
 	if _, err := f.Seek(size, io.SeekStart); err != nil {
@@ -385,4 +395,13 @@ func (l *Log) Close() error {
 	l.err = ErrClosed
 	l.mu.Unlock()
 	return l.f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
