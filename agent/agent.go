@@ -9,6 +9,7 @@ import (
 
 	"meshd/engine"
 	"meshd/steward"
+	"meshd/steward/grant"
 	"meshd/wire"
 )
 
@@ -21,6 +22,8 @@ type Agent struct {
 	meter    Meter // nil: no hardware, figures are Estimator
 	steward  *steward.Steward
 	clock    func() time.Time
+	grants   *grant.Authoriser
+	mustHave bool
 }
 
 // Config assembles an Agent.
@@ -32,7 +35,15 @@ type Config struct {
 	Steward *steward.Steward
 	// Clock measures window lengths for estimator figures; nil = time.Now.
 	Clock func() time.Time
+	// Grants authorises granted serves (phase 1); nil refuses any grant.
+	Grants *grant.Authoriser
+	// RequireGrant refuses every serve that carries no grant.
+	RequireGrant bool
 }
+
+// ErrGrantRequired is wrapped when a serve without a grant reaches an agent
+// that requires one, or a grant reaches an agent with no authoriser.
+var ErrGrantRequired = errors.New("grant required")
 
 // New checks cfg and returns an Agent.
 func New(cfg Config) (*Agent, error) {
@@ -46,7 +57,11 @@ func New(cfg Config) (*Agent, error) {
 		}
 		seen[b.Name()] = true
 	}
-	a := &Agent{backends: cfg.Backends, meter: cfg.Meter, steward: cfg.Steward, clock: cfg.Clock}
+	if cfg.RequireGrant && cfg.Grants == nil {
+		return nil, errors.New("agent: RequireGrant needs a grant authoriser")
+	}
+	a := &Agent{backends: cfg.Backends, meter: cfg.Meter, steward: cfg.Steward, clock: cfg.Clock,
+		grants: cfg.Grants, mustHave: cfg.RequireGrant}
 	if a.clock == nil {
 		a.clock = time.Now
 	}
@@ -71,16 +86,44 @@ type ServeError struct {
 func (e *ServeError) Error() string { return e.Err.Error() }
 func (e *ServeError) Unwrap() error { return e.Err }
 
-// Serve runs one request through the four phases of §2. The prompt travels
-// beside the request and never enters the receipt. A failure at any phase
-// seals nothing.
+// Serve runs one ungranted request through the four phases of §2. The
+// prompt travels beside the request and never enters the receipt. A failure
+// at any phase seals nothing.
 func (a *Agent) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (*Response, error) {
+	return a.ServeGranted(ctx, req, prompt, nil)
+}
+
+// ServeGranted is Serve riding on a grant envelope (nil for none). Phase 1
+// verifies the grant and holds the request's joule ceiling on its budget
+// before routing or any engine work; the hold is settled at the sealed
+// receipt's charge, or released if the serve fails. If the ledger refuses
+// the settlement the response is returned together with the error: the
+// receipt is durable and the ledger settles from it when next opened.
+func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt []byte, grantEnv []byte) (resp *Response, err error) {
 	id, err := req.ID()
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	if got := wire.ContentOf(prompt); got != req.PromptHash {
 		return nil, fmt.Errorf("serve: %w: prompt_hash %s does not address the prompt sent (%s)", wire.ErrBadRequest, req.PromptHash, got)
+	}
+	var hold *grant.Hold
+	switch {
+	case grantEnv == nil && a.mustHave:
+		return nil, fmt.Errorf("serve %s: %w: this agent serves only granted requests", id, ErrGrantRequired)
+	case grantEnv != nil && a.grants == nil:
+		return nil, fmt.Errorf("serve %s: %w: a grant was presented but no trusted issuers are configured", id, ErrGrantRequired)
+	case grantEnv != nil:
+		if hold, err = a.grants.Authorise(ctx, grantEnv, id, req.JouleCeilingUJ); err != nil {
+			return nil, fmt.Errorf("serve %s: %w", id, err)
+		}
+		defer func() {
+			if resp == nil {
+				if rerr := hold.Release(); rerr != nil {
+					err = errors.Join(err, rerr)
+				}
+			}
+		}()
 	}
 	dec, err := Route(req, a.backends)
 	if err != nil {
@@ -91,7 +134,7 @@ func (a *Agent) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte)
 	if err != nil {
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w", id, b.Name(), err)}
 	}
-	sealed, err := a.steward.Seal(ctx, steward.Draft{
+	draft := steward.Draft{
 		Request:  id,
 		Backend:  b.Name(),
 		Recipe:   b.Recipe(),
@@ -101,11 +144,27 @@ func (a *Agent) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte)
 		Served:   b.Fidelity(),
 		Energy:   energy,
 		Metering: meter,
-	})
+	}
+	if hold != nil {
+		// The grant is debited the charged figure, capped at the hold the
+		// caller authorised: a serve that cost more than its ceiling never
+		// overdraws the budget, and its receipt shows the overrun.
+		g, h, debit := hold.Grant, hold.ID, min(energy.UJ(), req.JouleCeilingUJ)
+		draft.Grant, draft.GrantHold, draft.GrantDebit = &g, &h, &debit
+	}
+	sealed, err := a.steward.Seal(ctx, draft)
 	if err != nil {
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
-	return &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output}, nil
+	resp = &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output}
+	if hold != nil {
+		// The receipt is the truth the ledger recovers from, so settle at
+		// exactly the debit it states.
+		if err := hold.Settle(*sealed.Receipt.GrantDebitUJ); err != nil {
+			return resp, fmt.Errorf("serve %s: sealed, but settling grant hold %d: %w", id, hold.ID, err)
+		}
+	}
+	return resp, nil
 }
 
 // metered calls the engine inside a meter window and turns what the meter

@@ -52,6 +52,11 @@ type Receipt struct {
 	MaxGapNs     *uint64 `cbor:"x_max_gap_ns,omitempty"`
 	SealedUnixMs uint64  `cbor:"x_sealed_unix_ms"`
 	GrantHold    *uint64 `cbor:"x_grant_hold,omitempty"`
+	// GrantDebitUJ is what the serve debited from the grant: the charged
+	// figure capped at the hold (the request's ceiling), so a budget is
+	// never overdrawn even when a serve costs more than its ceiling; the
+	// overrun stays visible as charged − debit.
+	GrantDebitUJ *uint64 `cbor:"x_grant_debit_uj,omitempty"`
 }
 
 // ErrField is wrapped by every violation of the receipt field rules.
@@ -134,6 +139,13 @@ func (r *Receipt) Check() error {
 	}
 	if r.Meter == "" {
 		return fmt.Errorf("%w: x_meter must name the meter", ErrField)
+	}
+	granted := r.GrantID != nil
+	if (r.GrantHold != nil) != granted || (r.GrantDebitUJ != nil) != granted {
+		return fmt.Errorf("%w: grant_id, x_grant_hold and x_grant_debit_uj must be present together", ErrField)
+	}
+	if granted && *r.GrantDebitUJ > e.UJ() {
+		return fmt.Errorf("%w: x_grant_debit_uj %d exceeds the charged %d µJ", ErrField, *r.GrantDebitUJ, e.UJ())
 	}
 	return nil
 }

@@ -13,17 +13,18 @@ import (
 
 // Draft is everything the steward needs from one finished serve.
 type Draft struct {
-	Request   wire.ContentID
-	Grant     *wire.ContentID // nil when ungranted
-	GrantHold *uint64         // the ledger hold this serve settles, if granted
-	Backend   string
-	Recipe    string
-	Route     string
-	Outcome   wire.ServeOutcome
-	Floor     wire.Fidelity
-	Served    wire.Fidelity // the backend's fidelity, to judge fidelity_met
-	Energy    wire.Energy
-	Metering  wire.Metering
+	Request    wire.ContentID
+	Grant      *wire.ContentID // nil when ungranted
+	GrantHold  *uint64         // the ledger hold this serve settles, if granted
+	GrantDebit *uint64         // µJ debited from the grant, at most the charged figure
+	Backend    string
+	Recipe     string
+	Route      string
+	Outcome    wire.ServeOutcome
+	Floor      wire.Fidelity
+	Served     wire.Fidelity // the backend's fidelity, to judge fidelity_met
+	Energy     wire.Energy
+	Metering   wire.Metering
 }
 
 // Sealed is a receipt that is signed and durable in the log.
@@ -104,6 +105,7 @@ func (s *Steward) Build(d Draft, seq uint64, prev *wire.ContentID, nonce []byte,
 		WindowNs:         d.Metering.WindowNs,
 		SealedUnixMs:     uint64(now.UnixMilli()),
 		GrantHold:        d.GrantHold,
+		GrantDebitUJ:     d.GrantDebit,
 	}
 	if d.Served >= d.Floor {
 		r.FidelityMet = 1

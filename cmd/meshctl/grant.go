@@ -20,7 +20,7 @@ import (
 	"meshd/wire"
 )
 
-// cmdGrant issues and inspects JCP grants (docs/grant-profile.md).
+// cmdGrant issues and inspects JCP grants (PROFILE.md §14).
 func cmdGrant(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const use = "grant issue|show|verify [flags] (see meshctl grant <sub> -h)"
 	if len(args) == 0 {

@@ -28,7 +28,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "directory for the key, receipt log and demo model (default: a new temporary directory)")
+	meterSpec := fs.String("meter", "", "meter the engines with a power sensor (see `meshd demo -h`); default none: Estimator figures")
+	hwmonRoot := fs.String("hwmon-root", "", "sysfs hwmon root for hwmon: meters (default /sys/class/hwmon)")
 	noGGUF := fs.Bool("no-gguf", false, "serve with the reference engines only (skip the GGUF engine subprocess)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: meshd demo [flags]")
+		fs.PrintDefaults()
+		fmt.Fprintln(stderr, meterUsage)
+	}
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -84,12 +91,26 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			backends = append(backends[:1], append([]engine.Backend{g}, backends[1:]...)...)
 		}
 	}
-	ag, err := agent.New(agent.Config{Backends: backends, Steward: st})
+	var meter agent.Meter
+	if *meterSpec != "" {
+		m, err := openMeter(ctx, *meterSpec, *hwmonRoot)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		meter = agent.FromShunt(m)
+	}
+	ag, err := agent.New(agent.Config{Backends: backends, Steward: st, Meter: meter})
 	if err != nil {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "meshd demo: steward %s\nlog %s\nno hardware meter configured: every figure is an honest Estimator\n\n", key.ID(), logPath)
+	fmt.Fprintf(stdout, "meshd demo: steward %s\nlog %s\n", key.ID(), logPath)
+	if meter == nil {
+		fmt.Fprint(stdout, "no hardware meter configured: every figure is an honest Estimator\n\n")
+	} else {
+		fmt.Fprintf(stdout, "metering every engine call with %s\n\n", meter.Name())
+	}
 	reqs := []demoRequest{
 		{"what is a joule", 16, wire.F0, 10_000},
 		{"summarise the shunt datasheet in one line", 32, wire.F2, 50_000},

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"periph.io/x/conn/v3/i2c/i2creg"
+	"periph.io/x/host/v3"
+
+	"meshd/drivers"
+	"meshd/drivers/hwmon"
+	"meshd/drivers/ina219"
+	"meshd/drivers/ina226"
+	"meshd/drivers/serialmeter"
+	"meshd/shunt"
+)
+
+const meterUsage = `meter spec, one of:
+  ina226:BUS:ADDR:SHUNT_UOHM:MAX_UA   e.g. ina226:1:0x40:10000:3000000 (I2C bus name as periph knows it)
+  ina219:BUS:ADDR:SHUNT_UOHM:MAX_UA
+  hwmon:RAIL                          a kernel rail by label or name, e.g. hwmon:VDD_IN or hwmon:hwmon2/ina226:1
+  um:DEVICE                           RDTech UM24C/UM25C/UM34C, e.g. um:/dev/rfcomm0
+  line:DEVICE                         a microcontroller speaking the line protocol, e.g. line:/dev/ttyACM0`
+
+// openMeter opens the sensor a spec names and starts its sampler.
+func openMeter(ctx context.Context, spec, hwmonRoot string) (*shunt.Meter, error) {
+	s, err := openSensor(ctx, spec, hwmonRoot)
+	if err != nil {
+		return nil, fmt.Errorf("meter %q: %w", spec, err)
+	}
+	m, err := shunt.New(ctx, s, shunt.Config{})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("meter %q: %w", spec, err)
+	}
+	return m, nil
+}
+
+func openSensor(ctx context.Context, spec, hwmonRoot string) (drivers.Sensor, error) {
+	kind, rest, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "ina226", "ina219":
+		f := strings.Split(rest, ":")
+		if len(f) != 4 {
+			return nil, fmt.Errorf("want %s:BUS:ADDR:SHUNT_UOHM:MAX_UA", kind)
+		}
+		addr, err := strconv.ParseUint(f[1], 0, 16)
+		if err != nil || addr < 0x40 || addr > 0x4f {
+			return nil, fmt.Errorf("address %q: want 0x40..0x4f", f[1])
+		}
+		shuntUOhm, err1 := strconv.ParseInt(f[2], 10, 64)
+		maxUA, err2 := strconv.ParseInt(f[3], 10, 64)
+		if err1 != nil || err2 != nil || shuntUOhm <= 0 || maxUA <= 0 {
+			return nil, fmt.Errorf("shunt resistance (µΩ) and maximum current (µA) must be positive integers")
+		}
+		if _, err := host.Init(); err != nil {
+			return nil, fmt.Errorf("init I2C host drivers: %w", err)
+		}
+		bus, err := i2creg.Open(f[0])
+		if err != nil {
+			return nil, fmt.Errorf("open I2C bus %q: %w", f[0], err)
+		}
+		var s drivers.Sensor
+		if kind == "ina226" {
+			s, err = ina226.Open(bus, uint16(addr), ina226.Config{ShuntMicroOhms: shuntUOhm, MaxCurrentUA: maxUA})
+		} else {
+			s, err = ina219.Open(bus, uint16(addr), ina219.Config{ShuntMicroOhms: shuntUOhm, MaxCurrentUA: maxUA})
+		}
+		if err != nil {
+			bus.Close()
+			return nil, err
+		}
+		return s, nil
+	case "hwmon":
+		rails, err := hwmon.Discover(hwmonRoot)
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, r := range rails {
+			if r.Label == rest || r.String() == rest {
+				return hwmon.Open(r, hwmon.Options{})
+			}
+			names = append(names, r.String())
+		}
+		return nil, fmt.Errorf("no hwmon rail %q (found: %s)", rest, strings.Join(names, ", "))
+	case "um":
+		return serialmeter.OpenUM(ctx, serialmeter.UMConfig{Path: rest})
+	case "line":
+		return serialmeter.OpenLine(serialmeter.LineConfig{Path: rest})
+	}
+	return nil, fmt.Errorf("unknown meter kind %q\n%s", kind, meterUsage)
+}
