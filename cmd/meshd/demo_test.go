@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,5 +34,56 @@ func TestDemoRunsEndToEnd(t *testing.T) {
 	rep, err := steward.VerifyLogFile(filepath.Join(dir, "receipts.log"), nil, nil)
 	if err != nil || rep.Records != 10 {
 		t.Fatalf("demo log after two runs: %v %+v", err, rep)
+	}
+}
+
+// TestDemoWithHwmonMeter meters the demo with a kernel rail faked at the
+// sysfs level: every receipt must carry the meter's name and a metered
+// provenance, and the charged figure must match the rail's 18 W.
+func TestDemoWithHwmonMeter(t *testing.T) {
+	root := t.TempDir()
+	rail := filepath.Join(root, "hwmon0")
+	if err := os.MkdirAll(rail, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{
+		"name": "ina226", "in1_input": "12000", "curr1_input": "1500", "power1_input": "18000000",
+		"update_interval": "2", "shunt_resistor": "10000",
+	} {
+		if err := os.WriteFile(filepath.Join(rail, name), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	args := []string{"demo", "-no-gguf", "-dir", dir, "-meter", "hwmon:hwmon0/ina226:1", "-hwmon-root", root}
+	if err := run(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("demo: %v\n%s%s", err, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "metering every engine call with hwmon:hwmon0/ina226:1") {
+		t.Fatalf("demo does not say what meters it:\n%s", out.String())
+	}
+	n := 0
+	_, err := steward.VerifyLogFile(filepath.Join(dir, "receipts.log"), nil, func(o *steward.Opened) error {
+		n++
+		r := o.Receipt
+		if r.Meter != "hwmon:hwmon0/ina226:1" || r.EnergyProvenance == "Estimator" {
+			t.Errorf("receipt %d: meter %q provenance %s", r.Sequence, r.Meter, r.EnergyProvenance)
+		}
+		e, err := r.Energy()
+		if err != nil {
+			return err
+		}
+		want := 18.0 * float64(r.WindowNs) / 1e3
+		if d := float64(e.UJ()) - want; d*d > float64(*r.ErrorUJ+1)*float64(*r.ErrorUJ+1) {
+			t.Errorf("receipt %d: %d µJ over %d ns, 18 W gives %.0f (bound %d)", r.Sequence, e.UJ(), r.WindowNs, want, *r.ErrorUJ)
+		}
+		return nil
+	})
+	if err != nil || n != 5 {
+		t.Fatalf("log: %v, %d receipts", err, n)
+	}
+	if err := run(context.Background(), []string{"demo", "-no-gguf", "-dir", t.TempDir(), "-meter", "hwmon:nope", "-hwmon-root", root}, &out, &errb); err == nil || !strings.Contains(err.Error(), `no hwmon rail "nope"`) {
+		t.Fatalf("unknown rail: %v", err)
 	}
 }
