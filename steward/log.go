@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"meshd/wire"
 )
@@ -214,25 +215,34 @@ func VerifyLogFile(path string, trusted ed25519.PublicKey, visit func(*Opened) e
 }
 
 // Log is an append-only, hash-chained, durable receipt log. Appends from
-// many goroutines are sequenced under one lock and made durable together:
-// whoever finds no flush in progress writes and fsyncs everything pending
-// (group commit), so N concurrent sealers share far fewer than N fsyncs,
-// and sequence numbers are assigned in file order with no gaps.
+// many goroutines are sequenced (and signed) under one lock, in file order
+// with no gaps; a single flusher goroutine then writes and fsyncs
+// everything sequenced since its last round in one go (group commit), so N
+// concurrent sealers share far fewer than N fsyncs, and each waiter is
+// woken exactly once, when its batch is durable.
 type Log struct {
 	f      *os.File
 	noSync bool
 
-	mu       sync.Mutex
-	cond     sync.Cond
-	next     uint64
-	head     wire.ContentID
-	pending  []byte
-	spare    []byte
-	queued   int64 // logical end offset of everything sequenced
-	durable  int64 // logical end offset of everything fsynced
-	flushing bool
-	syncs    uint64
-	err      error // sticky: after a failed write the in-memory head is unreliable
+	mu      sync.Mutex
+	next    uint64
+	head    wire.ContentID
+	pending []byte // frames sequenced but not yet handed to the flusher
+	cur     *batch // the batch those frames belong to
+	closed  bool
+	err     error // sticky: after a failed write the in-memory head is unreliable
+
+	spare []byte // flusher-owned buffer swapped with pending
+	syncs atomic.Uint64
+	kick  chan struct{}
+	quit  chan struct{}
+	gone  chan struct{}
+}
+
+// batch is the set of appends made durable by one write+fsync.
+type batch struct {
+	done chan struct{}
+	err  error // set before done is closed
 }
 
 // LogOptions tune OpenLog.
@@ -294,8 +304,9 @@ func OpenLog(path string, opt LogOptions) (*Log, *ScanReport, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("open receipt log %s: %w", path, err)
 	}
-	l := &Log{f: f, noSync: opt.NoSync, next: rep.Records, head: rep.Head, queued: size, durable: size}
-	l.cond.L = &l.mu
+	l := &Log{f: f, noSync: opt.NoSync, next: rep.Records, head: rep.Head,
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), gone: make(chan struct{})}
+	go l.flusher()
 	return l, rep, nil
 }
 
@@ -310,8 +321,12 @@ func (l *Log) Append(ctx context.Context, build BuildFunc) (uint64, wire.Content
 		return 0, wire.ContentID{}, err
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
+	switch {
+	case l.closed:
+		l.mu.Unlock()
+		return 0, wire.ContentID{}, ErrClosed
+	case l.err != nil:
+		l.mu.Unlock()
 		return 0, wire.ContentID{}, l.err
 	}
 	seq := l.next
@@ -321,59 +336,81 @@ func (l *Log) Append(ctx context.Context, build BuildFunc) (uint64, wire.Content
 		prev = &h
 	}
 	env, err := build(seq, prev)
-	if err != nil {
-		return 0, wire.ContentID{}, err
+	if err == nil && (len(env) == 0 || len(env) > maxEnvelope) {
+		err = fmt.Errorf("append receipt: envelope of %d bytes out of range", len(env))
 	}
-	if len(env) == 0 || len(env) > maxEnvelope {
-		return 0, wire.ContentID{}, fmt.Errorf("append receipt: envelope of %d bytes out of range", len(env))
+	if err != nil {
+		l.mu.Unlock()
+		return 0, wire.ContentID{}, err
 	}
 	var hdr [frameHeader]byte
 	binary.BigEndian.PutUint32(hdr[0:4], uint32(len(env)))
 	binary.BigEndian.PutUint32(hdr[4:8], crc32.Checksum(env, crcTable))
 	l.pending = append(append(l.pending, hdr[:]...), env...)
-	l.queued += int64(frameHeader + len(env))
-	end := l.queued
 	id := wire.ContentOf(env)
 	l.next++
 	l.head = id
-
-	for l.durable < end && l.err == nil {
-		if l.flushing {
-			l.cond.Wait()
-			continue
-		}
-		l.flushing = true
-		buf := l.pending
-		l.pending = l.spare[:0]
-		l.mu.Unlock()
-		_, werr := l.f.Write(buf)
-		if werr == nil && !l.noSync {
-			werr = l.f.Sync()
-		}
-		l.mu.Lock()
-		l.syncs++
-		l.flushing = false
-		l.spare = buf
-		if werr != nil {
-			l.err = fmt.Errorf("receipt log write failed; reopen to recover: %w", werr)
-		} else {
-			l.durable += int64(len(buf))
-		}
-		l.cond.Broadcast()
+	if l.cur == nil {
+		l.cur = &batch{done: make(chan struct{})}
 	}
-	if l.durable < end {
-		return 0, wire.ContentID{}, l.err
+	b := l.cur
+	l.mu.Unlock()
+
+	select {
+	case l.kick <- struct{}{}:
+	default: // a kick is already pending; the flusher will take this frame too
+	}
+	// The receipt is sequenced: it is waited for even if ctx ends now, so
+	// that a caller never mistakes a durable receipt for a failed one.
+	<-b.done
+	if b.err != nil {
+		return 0, wire.ContentID{}, b.err
 	}
 	return seq, id, nil
 }
 
+// flusher makes each batch durable in sequence order until Close.
+func (l *Log) flusher() {
+	defer close(l.gone)
+	for {
+		quitting := false
+		select {
+		case <-l.kick:
+		case <-l.quit:
+			quitting = true
+		}
+		l.mu.Lock()
+		b, buf, broken := l.cur, l.pending, l.err
+		l.cur, l.pending = nil, l.spare[:0]
+		l.mu.Unlock()
+		if b != nil {
+			err := broken
+			if err == nil {
+				_, err = l.f.Write(buf)
+				if err == nil && !l.noSync {
+					err = l.f.Sync()
+				}
+				l.syncs.Add(1)
+				if err != nil {
+					err = fmt.Errorf("receipt log write failed; reopen to recover: %w", err)
+					l.mu.Lock()
+					l.err = err
+					l.mu.Unlock()
+				}
+			}
+			b.err = err
+			close(b.done)
+		}
+		l.spare = buf
+		if quitting {
+			return
+		}
+	}
+}
+
 // Syncs returns how many write+fsync rounds the log has made; with
 // concurrent sealers it is well below the number of appends.
-func (l *Log) Syncs() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.syncs
-}
+func (l *Log) Syncs() uint64 { return l.syncs.Load() }
 
 // Next returns the sequence number the next Append will get.
 func (l *Log) Next() uint64 {
@@ -382,18 +419,18 @@ func (l *Log) Next() uint64 {
 	return l.next
 }
 
-// Close waits for any flush in progress and closes the file.
+// Close makes everything already sequenced durable, stops the flusher and
+// closes the file. Appends after Close fail with ErrClosed.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	for l.flushing {
-		l.cond.Wait()
-	}
-	if l.err == ErrClosed {
+	if l.closed {
 		l.mu.Unlock()
 		return nil
 	}
-	l.err = ErrClosed
+	l.closed = true
 	l.mu.Unlock()
+	close(l.quit)
+	<-l.gone
 	return l.f.Close()
 }
 
