@@ -22,7 +22,7 @@ var ErrSignature = errors.New("signature does not verify")
 // key and payload. Receipts and grants share this envelope family.
 func Sign1(k *Key, payload []byte) ([]byte, error) {
 	msg := cose.Sign1Message{
-		Headers: cose.Headers{Protected: k.protected, RawProtected: k.rawProt},
+		Headers: cose.Headers{Protected: k.protected, RawProtected: k.rawProt, RawUnprotected: k.rawUnprot},
 		Payload: payload,
 	}
 	if err := msg.Sign(nil, nil, k.signer); err != nil {

@@ -23,6 +23,7 @@ type Key struct {
 	// built once instead of on every seal.
 	protected cose.ProtectedHeader
 	rawProt   []byte
+	rawUnprot []byte // the empty map, a0
 	signer    cose.Signer
 }
 
@@ -36,7 +37,7 @@ func newKey(priv ed25519.PrivateKey) (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("steward key: protected header: %w", err)
 	}
-	k.rawProt = raw
+	k.rawProt, k.rawUnprot = raw, []byte{0xa0}
 	if k.signer, err = cose.NewSigner(cose.AlgorithmEdDSA, priv); err != nil {
 		return nil, fmt.Errorf("steward key: %w", err)
 	}
