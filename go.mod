@@ -4,16 +4,15 @@ go 1.26.0
 
 require (
 	github.com/fxamacker/cbor/v2 v2.10.0
+	github.com/tarm/serial v0.0.0-20180830185346-98f6abe2eb07
+	github.com/veraison/go-cose v1.3.0
+	golang.org/x/sys v0.50.0
 	lukechampine.com/blake3 v1.4.1
+	periph.io/x/conn/v3 v3.7.3
+	periph.io/x/host/v3 v3.8.5
 )
 
 require (
-	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.0.9 // indirect
-	github.com/tarm/serial v0.0.0-20180830185346-98f6abe2eb07 // indirect
-	github.com/veraison/go-cose v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-	periph.io/x/conn/v3 v3.7.3 // indirect
-	periph.io/x/host/v3 v3.8.5 // indirect
 )

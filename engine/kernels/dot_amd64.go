@@ -30,3 +30,32 @@ func dotQ8_0Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 	_ = v.D[nb-1]
 	dotQ8_0RowsAVX2(&w[0], rowBytes, len(out), &v.Q[0], &v.D[0], nb, &out[0])
 }
+
+//go:noescape
+func dotsF32AVX2(q *float32, k *float32, n, stride, hd int, out *float32)
+
+//go:noescape
+func axpysF32AVX2(out *float32, p *float32, v *float32, n, stride, hd int)
+
+// dots sets out[t] to the dot product of q with k[t·stride:][:len(q)]
+// for t < len(out).
+func dots(q, k []float32, stride int, out []float32) {
+	hd, n := len(q), len(out)
+	if !hasAVX2 || hd%16 != 0 || hd == 0 || n == 0 {
+		dotsGeneric(q, k, stride, out)
+		return
+	}
+	_ = k[(n-1)*stride+hd-1]
+	dotsF32AVX2(&q[0], &k[0], n, stride, hd, &out[0])
+}
+
+// axpys adds p[t]·v[t·stride:][:len(out)] to out for t < len(p).
+func axpys(out, p, v []float32, stride int) {
+	hd, n := len(out), len(p)
+	if !hasAVX2 || hd%16 != 0 || hd == 0 || n == 0 {
+		axpysGeneric(out, p, v, stride)
+		return
+	}
+	_ = v[(n-1)*stride+hd-1]
+	axpysF32AVX2(&out[0], &p[0], &v[0], n, stride, hd)
+}

@@ -34,6 +34,8 @@ group:
 	LEAQ (SI)(BX*1), R11
 	LEAQ (SI)(BX*2), R12
 	LEAQ (R11)(BX*2), R13
+	LEAQ (SI)(BX*4), R14
+	LEAQ (R14)(BX*4), R14 // two groups ahead
 	XORQ AX, AX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -41,6 +43,10 @@ group:
 	VXORPS Y3, Y3, Y3
 
 gblock:
+	PREFETCHT0   (R14)
+	PREFETCHT0   64(R14)
+	PREFETCHT0   128(R14)
+	ADDQ         $136, R14
 	VMOVDQU      (DI)(AX*8), Y4
 	VMOVSS       (DX)(AX*1), X5
 

@@ -232,3 +232,74 @@ func TestPoolUsesHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestDotsAxpys checks the strided attention kernels (assembly where the
+// CPU has it) against float64 sums, for head sizes the assembly takes
+// and ones that fall back to Go.
+func TestDotsAxpys(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	for _, hd := range []int{16, 20, 48, 64, 80, 128} {
+		for _, n := range []int{1, 5, 17} {
+			stride := 3*hd + 8
+			q := randVec(r, hd, 1)
+			k := randVec(r, n*stride, 1)
+			p := randVec(r, n, 1)
+			scores := make([]float32, n+1)
+			scores[n] = 42
+			dots(q, k, stride, scores[:n])
+			out := randVec(r, hd+1, 1)
+			out0 := append([]float32(nil), out...)
+			axpys(out[:hd], p, k, stride)
+			if scores[n] != 42 || out[hd] != out0[hd] {
+				t.Fatalf("hd=%d n=%d: wrote past the output", hd, n)
+			}
+			for tt := 0; tt < n; tt++ {
+				var want, mag float64
+				for i := 0; i < hd; i++ {
+					want += float64(q[i]) * float64(k[tt*stride+i])
+					mag += math.Abs(float64(q[i]) * float64(k[tt*stride+i]))
+				}
+				if math.Abs(float64(scores[tt])-want) > 1e-6*mag {
+					t.Fatalf("dots hd=%d n=%d t=%d: %v, want %v", hd, n, tt, scores[tt], want)
+				}
+			}
+			for i := 0; i < hd; i++ {
+				want, mag := float64(out0[i]), math.Abs(float64(out0[i]))
+				for tt := 0; tt < n; tt++ {
+					want += float64(p[tt]) * float64(k[tt*stride+i])
+					mag += math.Abs(float64(p[tt]) * float64(k[tt*stride+i]))
+				}
+				if math.Abs(float64(out[i])-want) > 1e-6*mag {
+					t.Fatalf("axpys hd=%d n=%d i=%d: %v, want %v", hd, n, i, out[i], want)
+				}
+			}
+		}
+	}
+}
+
+// TestQuantizeRoundsLikeRoundf: the quants are exactly roundf(x/d), ties
+// away from zero, for values that land on and next to the ties.
+func TestQuantizeRoundsLikeRoundf(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 30))
+	x := randVec(r, 64*32, 2)
+	for b := 0; b < 64; b += 2 { // blocks whose values sit on ties: d = 1
+		x[b*32] = 127
+		for j := 1; j < 32; j++ {
+			x[b*32+j] = float32(r.IntN(253)-126) + []float32{0.5, -0.5, 0.49999997, 0.50000006}[j%4]
+		}
+	}
+	v := NewQVec(len(x))
+	v.Quantize(x)
+	for b := range v.D {
+		id := float32(0)
+		if v.D[b] != 0 {
+			id = 1 / v.D[b]
+		}
+		for j := 0; j < 32; j++ {
+			i := b*32 + j
+			if want := int8(math.Round(float64(x[i] * id))); v.Q[i] != want {
+				t.Fatalf("x[%d]=%v (d=%v): quant %d, roundf gives %d", i, x[i], v.D[b], v.Q[i], want)
+			}
+		}
+	}
+}

@@ -104,8 +104,8 @@ func (mv *MatVecs) Run(p *Pool) {
 		rb = max(rb, pr.M.rowBytes)
 	}
 	// Chunks of roughly 16 KiB of weights or more keep scheduling a small
-	// fraction of the work.
-	p.Run(rows, max(1, (16<<10)/rb), (*matVecsRanger)(mv))
+	// fraction of the work; multiples of 4 rows suit the four-row kernels.
+	p.Run(rows, max(4, (16<<10)/rb)&^3, (*matVecsRanger)(mv))
 }
 
 type matVecsRanger MatVecs

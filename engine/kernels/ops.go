@@ -101,16 +101,33 @@ func Dot(a, b []float32) float32 {
 func Attend(out, q, k, v []float32, n, stride, off int, scale float32, scores []float32) {
 	hd := len(q)
 	scores = scores[:n]
-	for t := 0; t < n; t++ {
-		scores[t] = Dot(q, k[t*stride+off:t*stride+off+hd]) * scale
+	if n == 0 {
+		clear(out[:hd])
+		return
+	}
+	dots(q, k[off:], stride, scores)
+	for t := range scores {
+		scores[t] *= scale
 	}
 	Softmax(scores)
 	out = out[:hd]
 	clear(out)
-	for t, p := range scores {
-		row := v[t*stride+off : t*stride+off+hd]
+	axpys(out, scores, v[off:], stride)
+}
+
+// dotsGeneric is dots in portable Go.
+func dotsGeneric(q, k []float32, stride int, out []float32) {
+	for t := range out {
+		out[t] = Dot(q, k[t*stride:t*stride+len(q)])
+	}
+}
+
+// axpysGeneric is axpys in portable Go.
+func axpysGeneric(out, p, v []float32, stride int) {
+	for t, pt := range p {
+		row := v[t*stride : t*stride+len(out)]
 		for i := range out {
-			out[i] += p * row[i]
+			out[i] += pt * row[i]
 		}
 	}
 }

@@ -159,9 +159,10 @@ func (p *Pool) chunks() {
 // For calls fn over [0, n) split into ranges of at least grain items.
 func (p *Pool) For(n, grain int, fn func(lo, hi int)) { p.Run(n, grain, RangeFunc(fn)) }
 
-// Run calls r.Range over [0, n) split into ranges of at least grain
-// items (rounded up to a multiple of 4, which the four-row kernels
-// prefer) and returns when all are done.
+// Run calls r.Range over [0, n) split into ranges of a multiple of grain
+// items (but for the last) and returns when all are done. Loops from
+// several goroutines take turns; r must not start a loop on the same
+// pool.
 func (p *Pool) Run(n, grain int, r Ranger) {
 	if n <= 0 {
 		return
@@ -176,7 +177,7 @@ func (p *Pool) Run(n, grain int, r Ranger) {
 	// in pieces small enough that a core stalled by other load on the
 	// machine holds back little.
 	chunk := min(max(grain, (n+4*p.workers-1)/(4*p.workers)), 8*grain)
-	chunk = (chunk + 3) &^ 3
+	chunk = (chunk + grain - 1) / grain * grain
 
 	p.mu.Lock()
 	defer p.mu.Unlock()

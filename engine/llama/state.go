@@ -25,6 +25,7 @@ type State struct {
 	// more than once per group of products reading one activation.
 	qkv, gateUp, one kernels.MatVecs
 	attn             attention
+	siluMul          kernels.RangeFunc
 }
 
 // attention is one layer's attention over the pool, a loop over heads.
@@ -69,6 +70,7 @@ func (m *Model) NewState(nCtx int, pool *kernels.Pool) (*State, error) {
 	s.one = kernels.MatVecs{Prods: make([]kernels.Product, 1)}
 	s.attn = attention{s: s, stride: kvDim, group: m.Heads / m.KVHeads, hd: m.HeadDim,
 		scale: float32(1 / math.Sqrt(float64(m.HeadDim)))}
+	s.siluMul = func(lo, hi int) { kernels.SiLUMul(s.hb[lo:hi], s.hb[lo:hi], s.hb2[lo:hi]) }
 	for l := range s.k {
 		s.k[l] = make([]float32, nCtx*kvDim)
 		s.v[l] = make([]float32, nCtx*kvDim)
@@ -128,7 +130,7 @@ func (s *State) Eval(tok int) ([]float32, error) {
 		s.quantize(s.qDim, s.xb)
 		s.gateUp.Prods[0].M, s.gateUp.Prods[1].M = l.gate, l.up
 		s.gateUp.Run(s.pool)
-		kernels.SiLUMul(s.hb, s.hb, s.hb2)
+		s.pool.Run(m.FF, 256, s.siluMul)
 		s.quantize(s.qFF, s.hb)
 		s.matVec(l.down, s.xb2, s.hb, s.qFF)
 		kernels.Add(s.x, s.xb2)
