@@ -5,7 +5,7 @@ BIN     ?= bin
 PKGS    ?= ./...
 # Packages with concurrency worth running under the race detector.
 RACE    ?= ./steward/... ./agent/... ./shunt/... ./engine/subprocess/...
-BENCHTIME ?= 1x
+BENCHTIME ?= 1s
 
 .PHONY: all build demo test lint race bench fuzz clean
 

@@ -58,13 +58,3 @@ func TestReferenceRefusesAndCancels(t *testing.T) {
 		t.Fatalf("cancelled serve: %v", err)
 	}
 }
-
-func BenchmarkReferenceWorkScales(b *testing.B) {
-	// Energy proportional to tokens needs time proportional to tokens.
-	r, _ := NewReference(ReferenceConfig{Name: "r", Fidelity: wire.F1, UJPerToken: 5, Work: 64})
-	for i := 0; i < b.N; i++ {
-		if _, err := r.Serve(context.Background(), refReq("x", 64), []byte("p")); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
