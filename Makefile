@@ -30,9 +30,13 @@ bench:
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCHTIME) $(PKGS)
 
 # Short fuzzing passes over every decoder that takes untrusted bytes.
+FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzOpenEnvelope$$' -fuzztime 20s ./steward
-	$(GO) test -run '^$$' -fuzz '^FuzzScanLog$$' -fuzztime 20s ./steward
+	$(GO) test -run '^$$' -fuzz '^FuzzServeRequest$$' -fuzztime $(FUZZTIME) ./wire
+	$(GO) test -run '^$$' -fuzz '^FuzzOpenEnvelope$$' -fuzztime $(FUZZTIME) ./steward
+	$(GO) test -run '^$$' -fuzz '^FuzzScanLog$$' -fuzztime $(FUZZTIME) ./steward
+	$(GO) test -run '^$$' -fuzz '^FuzzOpenGrant$$' -fuzztime $(FUZZTIME) ./steward/grant
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/gguf
 
 clean:
 	rm -rf $(BIN)
