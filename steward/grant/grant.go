@@ -152,6 +152,10 @@ func (g *Grant) encode() ([]byte, error) {
 // the nonce is all zero, a fresh nonce from rand.
 func Issue(k *steward.Key, g Grant, rand io.Reader) (*Signed, error) {
 	g.Issuer = k.Public()
+	// The wire carries milliseconds; the returned Grant states exactly
+	// what was signed.
+	g.NotBefore = time.UnixMilli(g.NotBefore.UnixMilli()).UTC()
+	g.Expires = time.UnixMilli(g.Expires.UnixMilli()).UTC()
 	if g.Nonce == ([NonceSize]byte{}) {
 		if _, err := io.ReadFull(rand, g.Nonce[:]); err != nil {
 			return nil, fmt.Errorf("issue grant: nonce: %w", err)
