@@ -18,9 +18,7 @@ package ina219
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"meshd/drivers"
@@ -30,14 +28,6 @@ import (
 )
 
 const (
-	regConfig  = 0x00
-	regShunt   = 0x01
-	regBus     = 0x02
-	regPower   = 0x03
-	regCurrent = 0x04
-	regCal     = 0x05
-
-	cfgReset = 0x8000
 	// PowerOnConfig is the configuration register after a reset: 32 V bus
 	// range, ±320 mV shunt range, 12-bit ADCs, continuous conversion.
 	PowerOnConfig = 0x399F
@@ -47,11 +37,25 @@ const (
 	maxCal        = 0xFFFE // FS0 (bit 0) is void and reads 0
 
 	// Cal = trunc(0.04096 / (Current_LSB × R)); with nA and µΩ the constant
-	// is 4.096e13 and one current count is 4.096e10 / (CAL × R) µA.
+	// is 4.096e13.
 	calNum     = 40_960_000_000_000
-	curNumUA   = 40_960_000_000
 	powerRatio = 20 // Power_LSB = 20 × Current_LSB
 )
+
+// model reads CNVR in the bus register, then Shunt and Current, and Power
+// last: whichever of the bus or the Power read clears CNVR, each
+// conversion is handed out once.
+func model() inareg.Model {
+	return inareg.Model{
+		Name:       "ina219",
+		FlagReg:    inareg.RegBus,
+		FlagMask:   busCNVR,
+		Results:    []byte{inareg.RegShunt, inareg.RegCurrent, inareg.RegPower},
+		CalNum:     calNum,
+		MaxCal:     maxCal,
+		PowerRatio: powerRatio,
+	}
+}
 
 // ADC selects a BADC/SADC setting: a resolution for one sample, or a count
 // of 12-bit samples averaged.
@@ -125,17 +129,8 @@ type Config struct {
 // Dev is an open INA219. Next must not be called from several goroutines
 // at once; Resets may be.
 type Dev struct {
-	dev      i2c.Dev
-	name     string
-	config   uint16
-	cal      uint16
+	chip     *inareg.Chip
 	pg       uint16
-	period   time.Duration
-	poll     time.Duration
-	curDen   int64
-	resets   atomic.Uint64
-	suspect  bool
-	closed   bool
 	accuracy drivers.Accuracy
 }
 
@@ -146,14 +141,14 @@ type Dev struct {
 // error wrapping drivers.ErrNoDevice.
 func Probe(bus i2c.Bus, addr uint16) error {
 	d := &i2c.Dev{Bus: bus, Addr: addr}
-	if err := inareg.Write(d, regConfig, cfgReset); err != nil {
+	if err := inareg.Write(d, inareg.RegConfig, inareg.ConfigReset); err != nil {
 		return fmt.Errorf("ina219 at 0x%02x: reset: %w", addr, err)
 	}
-	c, err := inareg.Read(d, regConfig)
+	c, err := inareg.Read(d, inareg.RegConfig)
 	if err != nil {
 		return fmt.Errorf("ina219 at 0x%02x: %w", addr, err)
 	}
-	cal, err := inareg.Read(d, regCal)
+	cal, err := inareg.Read(d, inareg.RegCal)
 	if err != nil {
 		return fmt.Errorf("ina219 at 0x%02x: %w", addr, err)
 	}
@@ -165,7 +160,7 @@ func Probe(bus i2c.Bus, addr uint16) error {
 
 // ReadConfig reads the configuration register without changing anything.
 func ReadConfig(bus i2c.Bus, addr uint16) (uint16, error) {
-	v, err := inareg.Read(&i2c.Dev{Bus: bus, Addr: addr}, regConfig)
+	v, err := inareg.Read(&i2c.Dev{Bus: bus, Addr: addr}, inareg.RegConfig)
 	if err != nil {
 		return 0, fmt.Errorf("ina219 at 0x%02x: %w", addr, err)
 	}
@@ -175,16 +170,11 @@ func ReadConfig(bus i2c.Bus, addr uint16) (uint16, error) {
 // ReadVoltages reads the latched bus (µV) and shunt (nV) voltages without
 // configuring the chip.
 func ReadVoltages(bus i2c.Bus, addr uint16) (busUV, shuntNV int64, err error) {
-	d := &i2c.Dev{Bus: bus, Addr: addr}
-	s, err := inareg.Read(d, regShunt)
+	b, sh, err := inareg.ReadVoltages(bus, addr, "ina219")
 	if err != nil {
-		return 0, 0, fmt.Errorf("ina219 at 0x%02x: %w", addr, err)
+		return 0, 0, err
 	}
-	b, err := inareg.Read(d, regBus)
-	if err != nil {
-		return 0, 0, fmt.Errorf("ina219 at 0x%02x: %w", addr, err)
-	}
-	return int64(b>>3) * 4000, int64(int16(s)) * 10000, nil
+	return int64(b>>3) * 4000, int64(int16(sh)) * 10000, nil
 }
 
 // Calibration returns the Calibration register value for a shunt of
@@ -206,12 +196,11 @@ func Calibration(rMicroOhms, lsbNanoAmps int64) (uint16, error) {
 	return uint16(cal), nil
 }
 
-func (d *Dev) configure(cfg Config) error {
-	if cfg.ShuntMicroOhms <= 0 {
-		return fmt.Errorf("ina219: shunt resistance must be positive, got %d µΩ", cfg.ShuntMicroOhms)
-	}
-	if cfg.MaxCurrentUA <= 0 {
-		return fmt.Errorf("ina219: maximum current must be positive, got %d µA", cfg.MaxCurrentUA)
+// configure validates cfg and derives the register values and the PG
+// code of the shunt range.
+func configure(m inareg.Model, cfg Config) (inareg.Settings, int, error) {
+	if err := m.CheckBoard(cfg.ShuntMicroOhms, cfg.MaxCurrentUA); err != nil {
+		return inareg.Settings{}, 0, err
 	}
 	dropPV := cfg.MaxCurrentUA * cfg.ShuntMicroOhms // µA × µΩ = pV
 	pg := -1
@@ -223,9 +212,9 @@ func (d *Dev) configure(cfg Config) error {
 	}
 	switch {
 	case pg < 0 && cfg.ShuntRangeMV != 0:
-		return fmt.Errorf("ina219: shunt range %d mV is not one of %v", cfg.ShuntRangeMV, shuntRangesMV)
+		return inareg.Settings{}, 0, fmt.Errorf("ina219: shunt range %d mV is not one of %v", cfg.ShuntRangeMV, shuntRangesMV)
 	case pg < 0 || dropPV > shuntRangesMV[pg]*1e9:
-		return fmt.Errorf("ina219: %d µA through %d µΩ exceeds the shunt input range", cfg.MaxCurrentUA, cfg.ShuntMicroOhms)
+		return inareg.Settings{}, 0, fmt.Errorf("ina219: %d µA through %d µΩ exceeds the shunt input range", cfg.MaxCurrentUA, cfg.ShuntMicroOhms)
 	}
 	var brng uint16
 	switch cfg.BusRangeVolts {
@@ -233,47 +222,41 @@ func (d *Dev) configure(cfg Config) error {
 		brng = 1
 	case 16:
 	default:
-		return fmt.Errorf("ina219: bus range %d V is not 16 or 32", cfg.BusRangeVolts)
+		return inareg.Settings{}, 0, fmt.Errorf("ina219: bus range %d V is not 16 or 32", cfg.BusRangeVolts)
 	}
-	lsb := cfg.CurrentLSBNanoAmps
-	if lsb == 0 {
-		lsb = (cfg.MaxCurrentUA*1000 + 32766) / 32767
-		// A small full-scale drop asks for a calibration beyond the
-		// register; the coarsest LSB that fits loses nothing the shunt ADC
-		// could resolve.
-		lsb = max(lsb, (calNum+maxCal*cfg.ShuntMicroOhms-1)/(maxCal*cfg.ShuntMicroOhms))
-	}
-	if lsb*32767 < cfg.MaxCurrentUA*1000 {
-		return fmt.Errorf("ina219: Current_LSB %d nA cannot represent %d µA in the 16-bit current register", lsb, cfg.MaxCurrentUA)
+	lsb, err := m.CurrentLSB(cfg.ShuntMicroOhms, cfg.MaxCurrentUA, cfg.CurrentLSBNanoAmps)
+	if err != nil {
+		return inareg.Settings{}, 0, err
 	}
 	cal, err := Calibration(cfg.ShuntMicroOhms, lsb)
 	if err != nil {
-		return err
+		return inareg.Settings{}, 0, err
 	}
 	badc, ok := adcCodes[cfg.BusADC]
 	if !ok {
-		return fmt.Errorf("ina219: bus ADC setting %d unknown", cfg.BusADC)
+		return inareg.Settings{}, 0, fmt.Errorf("ina219: bus ADC setting %d unknown", cfg.BusADC)
 	}
 	sadc, ok := adcCodes[cfg.ShuntADC]
 	if !ok {
-		return fmt.Errorf("ina219: shunt ADC setting %d unknown", cfg.ShuntADC)
+		return inareg.Settings{}, 0, fmt.Errorf("ina219: shunt ADC setting %d unknown", cfg.ShuntADC)
 	}
-	d.cal = cal
-	d.pg = uint16(pg)
-	d.config = brng<<13 | d.pg<<11 | badc.code<<7 | sadc.code<<3 | modeCont
-	d.period = badc.t + sadc.t
-	d.poll = cfg.PollInterval
-	if d.poll <= 0 {
-		d.poll = max(d.period/4, 50*time.Microsecond)
-	}
-	d.curDen = int64(cal) * cfg.ShuntMicroOhms
+	return inareg.Settings{
+		Config:         brng<<13 | uint16(pg)<<11 | badc.code<<7 | sadc.code<<3 | modeCont,
+		Cal:            cal,
+		ShuntMicroOhms: cfg.ShuntMicroOhms,
+		Period:         badc.t + sadc.t,
+		Poll:           cfg.PollInterval,
+	}, pg, nil
+}
+
+// accuracy is the SBOS448 INA219A budget at 25 °C: current and bus
+// voltage measurement errors of 0.5 % each; the shunt offset of the chosen
+// range seen as power at the bus voltage; and the power register's
+// truncation.
+func accuracy(cfg Config, pg int, powerLSBUW float64) drivers.Accuracy {
 	r := float64(cfg.ShuntMicroOhms)
 	vos := offsetUV[pg]
-	powerLSBUW := powerRatio * float64(curNumUA) / float64(d.curDen)
-	// SBOS448 INA219A at 25 °C: current and bus voltage measurement
-	// errors of 0.5 % each; the shunt offset of the chosen range seen as
-	// power at the bus voltage; and the power register's truncation.
-	d.accuracy = drivers.Accuracy{
+	return drivers.Accuracy{
 		GainErr: 0.005 + 0.005,
 		OffsetUW: func(busUV int64) float64 {
 			if busUV < 0 {
@@ -282,84 +265,40 @@ func (d *Dev) configure(cfg Config) error {
 			return float64(busUV)*vos/r + powerLSBUW
 		},
 	}
-	return nil
 }
 
 // Open resets the INA219 at addr, checks that it is one, programs cfg in
 // continuous shunt-and-bus mode and checks that the settings read back.
 func Open(bus i2c.Bus, addr uint16, cfg Config) (*Dev, error) {
-	d := &Dev{dev: i2c.Dev{Bus: bus, Addr: addr}}
-	if err := d.configure(cfg); err != nil {
+	m := model()
+	set, pg, err := configure(m, cfg)
+	if err != nil {
 		return nil, err
-	}
-	d.name = cfg.Name
-	if d.name == "" {
-		d.name = fmt.Sprintf("ina219@%s:0x%02x", bus, addr)
 	}
 	if err := Probe(bus, addr); err != nil {
 		return nil, err
 	}
-	if err := d.program(); err != nil {
+	c := inareg.New(m, bus, addr, cfg.Name, set)
+	if err := c.Program(); err != nil {
 		return nil, err
 	}
-	ok, err := d.settingsIntact()
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("%s: configuration 0x%04x / calibration %d did not read back", d.name, d.config, d.cal)
-	}
-	return d, nil
-}
-
-func (d *Dev) program() error {
-	if err := inareg.Write(&d.dev, regConfig, d.config); err != nil {
-		return fmt.Errorf("%s: write config: %w", d.name, err)
-	}
-	if err := inareg.Write(&d.dev, regCal, d.cal); err != nil {
-		return fmt.Errorf("%s: write calibration: %w", d.name, err)
-	}
-	return nil
-}
-
-func (d *Dev) settingsIntact() (bool, error) {
-	c, err := inareg.Read(&d.dev, regConfig)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", d.name, err)
-	}
-	cal, err := inareg.Read(&d.dev, regCal)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", d.name, err)
-	}
-	return c == d.config && cal == d.cal, nil
-}
-
-func (d *Dev) restoreIfReset() (bool, error) {
-	ok, err := d.settingsIntact()
-	if err != nil || ok {
-		return false, err
-	}
-	if err := d.program(); err != nil {
-		return false, err
-	}
-	d.resets.Add(1)
-	return true, nil
+	return &Dev{chip: c, pg: uint16(pg), accuracy: accuracy(cfg, pg, c.PowerLSBMicroWatts())}, nil
 }
 
 // Name implements drivers.Sensor.
-func (d *Dev) Name() string { return d.name }
+func (d *Dev) Name() string { return d.chip.Name() }
 
 // UpdatePeriod is the bus plus the shunt conversion time (typical).
-func (d *Dev) UpdatePeriod() time.Duration { return d.period }
+func (d *Dev) UpdatePeriod() time.Duration { return d.chip.Period() }
 
 // Accuracy implements drivers.Sensor.
 func (d *Dev) Accuracy() drivers.Accuracy { return d.accuracy }
 
 // Calibration returns the programmed Calibration register value.
-func (d *Dev) Calibration() uint16 { return d.cal }
+func (d *Dev) Calibration() uint16 { return d.chip.Calibration() }
 
 // Resets counts the spontaneous chip resets detected and repaired.
-func (d *Dev) Resets() uint64 { return d.resets.Load() }
+func (d *Dev) Resets() uint64 { return d.chip.Resets() }
 
 // Next waits for CNVR and returns that conversion. Sample.Overflow is set
 // when the chip flags a math overflow (OVF) or the shunt input sits at the
@@ -367,73 +306,20 @@ func (d *Dev) Resets() uint64 { return d.resets.Load() }
 // register itself is unsigned. A bus error is returned as is; the next call
 // first checks the chip's settings.
 func (d *Dev) Next(ctx context.Context) (drivers.Sample, error) {
-	if d.closed {
-		return drivers.Sample{}, fmt.Errorf("%s: closed", d.name)
+	r, err := d.chip.Next(ctx)
+	if err != nil {
+		return drivers.Sample{}, err
 	}
-	if d.suspect {
-		if _, err := d.restoreIfReset(); err != nil {
-			return drivers.Sample{}, err
-		}
-		d.suspect = false
-	}
+	s := d.chip.Sample(r)
 	fs := int64(4000) << d.pg
-	for {
-		if err := ctx.Err(); err != nil {
-			return drivers.Sample{}, err
-		}
-		bus, err := inareg.Read(&d.dev, regBus)
-		if err != nil {
-			d.suspect = true
-			return drivers.Sample{}, fmt.Errorf("%s: %w", d.name, err)
-		}
-		if bus&busCNVR == 0 {
-			if err := inareg.Sleep(ctx, d.poll); err != nil {
-				return drivers.Sample{}, err
-			}
-			continue
-		}
-		at := time.Now()
-		var raw [3]uint16
-		for i, reg := range [3]byte{regShunt, regCurrent, regPower} {
-			if raw[i], err = inareg.Read(&d.dev, reg); err != nil {
-				d.suspect = true
-				return drivers.Sample{}, fmt.Errorf("%s: %w", d.name, err)
-			}
-		}
-		shunt, cur, pow := int64(int16(raw[0])), int64(int16(raw[1])), int64(raw[2])
-		if cur == 0 {
-			restored, err := d.restoreIfReset()
-			if err != nil {
-				d.suspect = true
-				return drivers.Sample{}, err
-			}
-			if restored {
-				continue
-			}
-		}
-		s := drivers.Sample{
-			At:        at,
-			Averaged:  d.period,
-			BusUV:     int64(bus>>3) * 4000,
-			ShuntNV:   shunt * 10000,
-			CurrentUA: inareg.RoundDiv(cur*curNumUA, d.curDen),
-			PowerUW:   inareg.RoundDiv(pow*powerRatio*curNumUA, d.curDen),
-			Overflow:  bus&busOVF != 0 || shunt >= fs || shunt <= -fs,
-		}
-		if cur < 0 {
-			s.PowerUW = -s.PowerUW
-		}
-		return s, nil
-	}
+	shunt := int64(int16(r.Shunt))
+	s.BusUV = int64(r.Bus>>3) * 4000
+	s.ShuntNV = shunt * 10000
+	s.Overflow = r.Bus&busOVF != 0 || shunt >= fs || shunt <= -fs
+	return s, nil
 }
 
 // Close stops the driver and leaves the chip converting.
-func (d *Dev) Close() error {
-	if d.closed {
-		return errors.New(d.name + ": already closed")
-	}
-	d.closed = true
-	return nil
-}
+func (d *Dev) Close() error { return d.chip.Close() }
 
 var _ drivers.Sensor = (*Dev)(nil)

@@ -3,12 +3,15 @@ package ina219
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
+	"fmt"
 	"testing"
 	"time"
 
 	"meshd/drivers"
 	"meshd/drivers/inasim"
+	"meshd/drivers/internal/inatest"
+
+	"periph.io/x/conn/v3/i2c"
 )
 
 const addr = 0x45
@@ -28,29 +31,7 @@ var example = Config{
 
 func open(t *testing.T, cfg Config) (*Dev, *inasim.Chip) {
 	t.Helper()
-	bus := inasim.NewBus("sim-1")
-	chip := bus.Add(inasim.INA219, addr)
-	d, err := Open(bus, addr, cfg)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d, chip
-}
-
-func convertThenNext(t *testing.T, d *Dev, chip *inasim.Chip, shuntNV, busUV int64) drivers.Sample {
-	t.Helper()
-	chip.SetInputs(shuntNV, busUV)
-	if !chip.Convert() {
-		t.Fatal("chip is not converting continuously")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s, err := d.Next(ctx)
-	if err != nil {
-		t.Fatalf("Next: %v", err)
-	}
-	return s
+	return inatest.Open(t, inasim.INA219, addr, func(bus i2c.Bus, addr uint16) (*Dev, error) { return Open(bus, addr, cfg) })
 }
 
 func TestCalibration(t *testing.T) {
@@ -167,7 +148,7 @@ func TestConversions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, chip := open(t, tt.cfg)
-			s := convertThenNext(t, d, chip, tt.shuntNV, tt.busUV)
+			s := inatest.ConvertThenNext(t, d, chip, tt.shuntNV, tt.busUV)
 			for i, reg := range []byte{inasim.RegShunt, inasim.RegBus, inasim.RegCurrent, inasim.RegPower} {
 				if got := chip.Reg(reg); got != tt.regs[i] {
 					t.Errorf("register %d = 0x%04x, want 0x%04x", reg, got, tt.regs[i])
@@ -187,51 +168,17 @@ func TestConversions(t *testing.T) {
 // TestLockstepNeverTwiceNeverSkipped checks both reported CNVR behaviours.
 func TestLockstepNeverTwiceNeverSkipped(t *testing.T) {
 	for _, clearsOnBus := range []bool{false, true} {
-		d, chip := open(t, example)
-		chip.CNVRClearsOnBusRead = clearsOnBus
-		const n = 100
-		got := make(chan drivers.Sample)
-		errc := make(chan error, 1)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		go func() {
-			for range n {
-				s, err := d.Next(ctx)
-				if err != nil {
-					errc <- err
-					return
-				}
-				got <- s
-			}
-		}()
-		rng := rand.New(rand.NewPCG(3, 4))
-		for i := range n {
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
-			bus := int64(4000 * (i + 1))
-			chip.SetInputs(10000, bus)
-			chip.Convert()
-			select {
-			case s := <-got:
-				if s.BusUV != bus {
-					t.Fatalf("clears on bus %v, conversion %d: bus %d µV, want %d", clearsOnBus, i, s.BusUV, bus)
-				}
-			case err := <-errc:
-				t.Fatal(err)
-			case <-ctx.Done():
-				t.Fatalf("conversion %d never returned", i)
-			}
-		}
-		short, c2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		if s, err := d.Next(short); err == nil {
-			t.Fatalf("Next returned %+v with no new conversion", s)
-		}
-		c2()
-		cancel()
+		t.Run(fmt.Sprintf("clears on bus %v", clearsOnBus), func(t *testing.T) {
+			d, chip := open(t, example)
+			chip.CNVRClearsOnBusRead = clearsOnBus
+			inatest.Lockstep(t, d, chip, 100, 3, func(i int) (int64, int64) { return 10000, int64(4000 * (i + 1)) })
+		})
 	}
 }
 
 func TestSpontaneousResetRestored(t *testing.T) {
 	d, chip := open(t, example)
-	if s := convertThenNext(t, d, chip, 20_000_000, 11_980_000); s.CurrentUA != 10_000_000 {
+	if s := inatest.ConvertThenNext(t, d, chip, 20_000_000, 11_980_000); s.CurrentUA != 10_000_000 {
 		t.Fatalf("before reset: %d µA", s.CurrentUA)
 	}
 	chip.PowerCycle()

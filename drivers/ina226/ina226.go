@@ -18,9 +18,7 @@ package ina226
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"meshd/drivers"
@@ -29,21 +27,14 @@ import (
 	"periph.io/x/conn/v3/i2c"
 )
 
-// Register map (SBOS547 §7.6).
+// Registers of the INA226 alone (SBOS547 §7.6); the others are inareg's.
 const (
-	regConfig  = 0x00
-	regShunt   = 0x01
-	regBus     = 0x02
-	regPower   = 0x03
-	regCurrent = 0x04
-	regCal     = 0x05
-	regMask    = 0x06
-	regMfrID   = 0xFE
-	regDieID   = 0xFF
+	regMask  = 0x06
+	regMfrID = 0xFE
+	regDieID = 0xFF
 
 	mfrTI      = 0x5449 // "TI"
 	dieINA226  = 0x226  // Die ID bits 15..4; bits 3..0 are the revision
-	cfgReset   = 0x8000
 	cfgFixed   = 0x4000 // bit 14 reads back as 1
 	cfgPowerOn = 0x4127
 	modeCont   = 0x7 // shunt and bus, continuous
@@ -52,15 +43,27 @@ const (
 	maxCal     = 0x7FFF
 
 	// CAL = 0.00512 / (Current_LSB × R); with the LSB in nA and R in µΩ
-	// the constant becomes 5.12e12, and one current count is
-	// 5.12e9 / (CAL × R) µA.
+	// the constant becomes 5.12e12.
 	calNum     = 5_120_000_000_000
-	curNumUA   = 5_120_000_000
 	powerRatio = 25 // Power_LSB = 25 × Current_LSB
 
 	// Full-scale shunt input is ±81.92 mV = 81.92e9 pV (µA × µΩ).
 	shuntFSpV = 81_920_000_000
 )
+
+// model reads the result registers once Mask/Enable shows CVRF; reading
+// Mask/Enable is what clears the flag.
+func model() inareg.Model {
+	return inareg.Model{
+		Name:       "ina226",
+		FlagReg:    regMask,
+		FlagMask:   maskCVRF,
+		Results:    []byte{inareg.RegShunt, inareg.RegBus, inareg.RegCurrent, inareg.RegPower},
+		CalNum:     calNum,
+		MaxCal:     maxCal,
+		PowerRatio: powerRatio,
+	}
+}
 
 // Averages are the sample counts the AVG field can select, by code.
 var Averages = [8]int{1, 4, 16, 64, 128, 256, 512, 1024}
@@ -101,17 +104,7 @@ type Config struct {
 // Dev is an open INA226. Next must not be called from several goroutines
 // at once; Resets may be.
 type Dev struct {
-	dev      i2c.Dev
-	name     string
-	cfg      Config
-	config   uint16
-	cal      uint16
-	period   time.Duration
-	poll     time.Duration
-	curDen   int64 // CAL × R, the divisor of one current count in µA
-	resets   atomic.Uint64
-	suspect  bool
-	closed   bool
+	chip     *inareg.Chip
 	accuracy drivers.Accuracy
 }
 
@@ -137,16 +130,11 @@ func Probe(bus i2c.Bus, addr uint16) error {
 // ReadVoltages reads the latched bus (µV) and shunt (nV) voltages without
 // configuring the chip; it needs no calibration.
 func ReadVoltages(bus i2c.Bus, addr uint16) (busUV, shuntNV int64, err error) {
-	d := &i2c.Dev{Bus: bus, Addr: addr}
-	s, err := inareg.Read(d, regShunt)
+	b, sh, err := inareg.ReadVoltages(bus, addr, "ina226")
 	if err != nil {
-		return 0, 0, fmt.Errorf("ina226 at 0x%02x: %w", addr, err)
+		return 0, 0, err
 	}
-	b, err := inareg.Read(d, regBus)
-	if err != nil {
-		return 0, 0, fmt.Errorf("ina226 at 0x%02x: %w", addr, err)
-	}
-	return int64(b) * 1250, int64(int16(s)) * 2500, nil
+	return int64(b) * 1250, int64(int16(sh)) * 2500, nil
 }
 
 // Calibration returns the CAL register value for a shunt of rMicroOhms and
@@ -180,64 +168,49 @@ func code[T comparable](table [8]T, v T, def int, what string) (uint16, error) {
 }
 
 // configure validates cfg and derives the register values.
-func (d *Dev) configure(cfg Config) error {
-	if cfg.ShuntMicroOhms <= 0 {
-		return fmt.Errorf("ina226: shunt resistance must be positive, got %d µΩ", cfg.ShuntMicroOhms)
-	}
-	if cfg.MaxCurrentUA <= 0 {
-		return fmt.Errorf("ina226: maximum current must be positive, got %d µA", cfg.MaxCurrentUA)
+func configure(m inareg.Model, cfg Config) (inareg.Settings, error) {
+	if err := m.CheckBoard(cfg.ShuntMicroOhms, cfg.MaxCurrentUA); err != nil {
+		return inareg.Settings{}, err
 	}
 	if cfg.MaxCurrentUA > shuntFSpV/cfg.ShuntMicroOhms {
-		return fmt.Errorf("ina226: %d µA through %d µΩ exceeds the ±81.92 mV shunt input range", cfg.MaxCurrentUA, cfg.ShuntMicroOhms)
+		return inareg.Settings{}, fmt.Errorf("ina226: %d µA through %d µΩ exceeds the ±81.92 mV shunt input range", cfg.MaxCurrentUA, cfg.ShuntMicroOhms)
 	}
-	lsb := cfg.CurrentLSBNanoAmps
-	if lsb == 0 {
-		lsb = (cfg.MaxCurrentUA*1000 + 32766) / 32767
-		// A small full-scale drop asks for a calibration beyond the
-		// register; the coarsest LSB that fits loses nothing the shunt ADC
-		// could resolve.
-		lsb = max(lsb, (calNum+maxCal*cfg.ShuntMicroOhms-1)/(maxCal*cfg.ShuntMicroOhms))
-	}
-	if lsb*32767 < cfg.MaxCurrentUA*1000 {
-		return fmt.Errorf("ina226: Current_LSB %d nA cannot represent %d µA in the 16-bit current register", lsb, cfg.MaxCurrentUA)
+	lsb, err := m.CurrentLSB(cfg.ShuntMicroOhms, cfg.MaxCurrentUA, cfg.CurrentLSBNanoAmps)
+	if err != nil {
+		return inareg.Settings{}, err
 	}
 	cal, err := Calibration(cfg.ShuntMicroOhms, lsb)
 	if err != nil {
-		return err
+		return inareg.Settings{}, err
 	}
 	avg, err := code(Averages, cfg.Averages, 2, "averages")
 	if err != nil {
-		return err
+		return inareg.Settings{}, err
 	}
 	vbus, err := code(ConvTimes, cfg.BusConvTime, 4, "bus conversion time")
 	if err != nil {
-		return err
+		return inareg.Settings{}, err
 	}
 	vsh, err := code(ConvTimes, cfg.ShuntConvTime, 4, "shunt conversion time")
 	if err != nil {
-		return err
+		return inareg.Settings{}, err
 	}
-	d.cfg = cfg
-	d.cal = cal
-	d.config = cfgFixed | avg<<9 | vbus<<6 | vsh<<3 | modeCont
-	d.period = time.Duration(Averages[avg]) * (ConvTimes[vbus] + ConvTimes[vsh])
-	d.poll = cfg.PollInterval
-	if d.poll <= 0 {
-		d.poll = max(d.period/4, 50*time.Microsecond)
-	}
-	d.curDen = int64(cal) * cfg.ShuntMicroOhms
-	d.accuracy = accuracy(cfg, d.curDen)
-	return nil
+	return inareg.Settings{
+		Config:         cfgFixed | avg<<9 | vbus<<6 | vsh<<3 | modeCont,
+		Cal:            cal,
+		ShuntMicroOhms: cfg.ShuntMicroOhms,
+		Period:         time.Duration(Averages[avg]) * (ConvTimes[vbus] + ConvTimes[vsh]),
+		Poll:           cfg.PollInterval,
+	}, nil
 }
 
 // accuracy is the SBOS547 worst case at 25 °C: shunt gain error 0.1 % and
 // bus gain error 0.1 %; shunt offset 10 µV seen as power at the bus
 // voltage; bus offset 7.5 mV at the maximum current; and the power
 // register's truncation to one Power_LSB.
-func accuracy(cfg Config, curDen int64) drivers.Accuracy {
+func accuracy(cfg Config, powerLSBUW float64) drivers.Accuracy {
 	r := float64(cfg.ShuntMicroOhms)
 	busOffUW := 7500 * float64(cfg.MaxCurrentUA) / 1e6
-	powerLSBUW := powerRatio * float64(curNumUA) / float64(curDen)
 	return drivers.Accuracy{
 		GainErr: 0.001 + 0.001,
 		OffsetUW: func(busUV int64) float64 {
@@ -252,90 +225,42 @@ func accuracy(cfg Config, curDen int64) drivers.Accuracy {
 // Open identifies the INA226 at addr, resets it, programs cfg in
 // continuous shunt-and-bus mode and checks that the settings read back.
 func Open(bus i2c.Bus, addr uint16, cfg Config) (*Dev, error) {
-	d := &Dev{dev: i2c.Dev{Bus: bus, Addr: addr}}
-	if err := d.configure(cfg); err != nil {
+	m := model()
+	set, err := configure(m, cfg)
+	if err != nil {
 		return nil, err
-	}
-	d.name = cfg.Name
-	if d.name == "" {
-		d.name = fmt.Sprintf("ina226@%s:0x%02x", bus, addr)
 	}
 	if err := Probe(bus, addr); err != nil {
 		return nil, err
 	}
-	if err := inareg.Write(&d.dev, regConfig, cfgReset); err != nil {
-		return nil, fmt.Errorf("%s: reset: %w", d.name, err)
-	}
-	if err := d.program(); err != nil {
+	c := inareg.New(m, bus, addr, cfg.Name, set)
+	if err := c.Reset(); err != nil {
 		return nil, err
 	}
-	ok, err := d.settingsIntact()
-	if err != nil {
+	if err := c.Program(); err != nil {
 		return nil, err
 	}
-	if !ok {
-		return nil, fmt.Errorf("%s: configuration 0x%04x / calibration %d did not read back", d.name, d.config, d.cal)
-	}
-	return d, nil
-}
-
-func (d *Dev) program() error {
-	if err := inareg.Write(&d.dev, regConfig, d.config); err != nil {
-		return fmt.Errorf("%s: write config: %w", d.name, err)
-	}
-	if err := inareg.Write(&d.dev, regCal, d.cal); err != nil {
-		return fmt.Errorf("%s: write calibration: %w", d.name, err)
-	}
-	return nil
-}
-
-func (d *Dev) settingsIntact() (bool, error) {
-	c, err := inareg.Read(&d.dev, regConfig)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", d.name, err)
-	}
-	cal, err := inareg.Read(&d.dev, regCal)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", d.name, err)
-	}
-	return c == d.config && cal == d.cal, nil
-}
-
-// restoreIfReset rewrites config and calibration when the chip lost them;
-// it reports whether it had to.
-func (d *Dev) restoreIfReset() (bool, error) {
-	ok, err := d.settingsIntact()
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		return false, nil
-	}
-	if err := d.program(); err != nil {
-		return false, err
-	}
-	d.resets.Add(1)
-	return true, nil
+	return &Dev{chip: c, accuracy: accuracy(cfg, c.PowerLSBMicroWatts())}, nil
 }
 
 // Name implements drivers.Sensor.
-func (d *Dev) Name() string { return d.name }
+func (d *Dev) Name() string { return d.chip.Name() }
 
 // UpdatePeriod is AVG × (VBUSCT + VSHCT), typical conversion times.
-func (d *Dev) UpdatePeriod() time.Duration { return d.period }
+func (d *Dev) UpdatePeriod() time.Duration { return d.chip.Period() }
 
 // Accuracy implements drivers.Sensor.
 func (d *Dev) Accuracy() drivers.Accuracy { return d.accuracy }
 
 // Calibration returns the programmed CAL register value.
-func (d *Dev) Calibration() uint16 { return d.cal }
+func (d *Dev) Calibration() uint16 { return d.chip.Calibration() }
 
 // CurrentLSBNanoAmps is the effective current register LSB, in nA, as the
 // truncated calibration makes it (0.00512 / (CAL × R)).
-func (d *Dev) CurrentLSBNanoAmps() float64 { return 1000 * float64(curNumUA) / float64(d.curDen) }
+func (d *Dev) CurrentLSBNanoAmps() float64 { return d.chip.CurrentLSBNanoAmps() }
 
 // Resets counts the spontaneous chip resets detected and repaired.
-func (d *Dev) Resets() uint64 { return d.resets.Load() }
+func (d *Dev) Resets() uint64 { return d.chip.Resets() }
 
 // Next waits for the conversion-ready flag and returns that conversion.
 // Reading Mask/Enable clears the flag, so each conversion is returned at
@@ -346,73 +271,20 @@ func (d *Dev) Resets() uint64 { return d.resets.Load() }
 // scale. PowerUW carries the sign of the current: the power register itself
 // is unsigned.
 func (d *Dev) Next(ctx context.Context) (drivers.Sample, error) {
-	if d.closed {
-		return drivers.Sample{}, fmt.Errorf("%s: closed", d.name)
+	r, err := d.chip.Next(ctx)
+	if err != nil {
+		return drivers.Sample{}, err
 	}
-	if d.suspect {
-		if _, err := d.restoreIfReset(); err != nil {
-			return drivers.Sample{}, err
-		}
-		d.suspect = false
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return drivers.Sample{}, err
-		}
-		mask, err := inareg.Read(&d.dev, regMask)
-		if err != nil {
-			d.suspect = true
-			return drivers.Sample{}, fmt.Errorf("%s: %w", d.name, err)
-		}
-		if mask&maskCVRF == 0 {
-			if err := inareg.Sleep(ctx, d.poll); err != nil {
-				return drivers.Sample{}, err
-			}
-			continue
-		}
-		at := time.Now()
-		var raw [4]uint16
-		for i, reg := range [4]byte{regShunt, regBus, regCurrent, regPower} {
-			if raw[i], err = inareg.Read(&d.dev, reg); err != nil {
-				d.suspect = true
-				return drivers.Sample{}, fmt.Errorf("%s: %w", d.name, err)
-			}
-		}
-		shunt, bus, cur, pow := int64(int16(raw[0])), int64(raw[1]), int64(int16(raw[2])), int64(raw[3])
-		if cur == 0 {
-			restored, err := d.restoreIfReset()
-			if err != nil {
-				d.suspect = true
-				return drivers.Sample{}, err
-			}
-			if restored {
-				continue
-			}
-		}
-		s := drivers.Sample{
-			At:        at,
-			Averaged:  d.period,
-			BusUV:     bus * 1250,
-			ShuntNV:   shunt * 2500,
-			CurrentUA: inareg.RoundDiv(cur*curNumUA, d.curDen),
-			PowerUW:   inareg.RoundDiv(pow*powerRatio*curNumUA, d.curDen),
-			Overflow:  mask&maskOVF != 0 || shunt == 32767 || shunt == -32768,
-		}
-		if cur < 0 {
-			s.PowerUW = -s.PowerUW
-		}
-		return s, nil
-	}
+	s := d.chip.Sample(r)
+	shunt := int64(int16(r.Shunt))
+	s.BusUV = int64(r.Bus) * 1250
+	s.ShuntNV = shunt * 2500
+	s.Overflow = r.Flags&maskOVF != 0 || shunt == 32767 || shunt == -32768
+	return s, nil
 }
 
 // Close stops the driver; the chip is left converting so that another
 // reader (or the kernel) is not surprised.
-func (d *Dev) Close() error {
-	if d.closed {
-		return errors.New(d.name + ": already closed")
-	}
-	d.closed = true
-	return nil
-}
+func (d *Dev) Close() error { return d.chip.Close() }
 
 var _ drivers.Sensor = (*Dev)(nil)

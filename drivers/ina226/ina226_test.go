@@ -3,12 +3,14 @@ package ina226
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"meshd/drivers"
 	"meshd/drivers/inasim"
+	"meshd/drivers/internal/inatest"
+
+	"periph.io/x/conn/v3/i2c"
 )
 
 const addr = 0x40
@@ -26,31 +28,7 @@ var example = Config{
 
 func open(t *testing.T, cfg Config) (*Dev, *inasim.Chip) {
 	t.Helper()
-	bus := inasim.NewBus("sim-1")
-	chip := bus.Add(inasim.INA226, addr)
-	d, err := Open(bus, addr, cfg)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d, chip
-}
-
-// convertThenNext makes the chip convert the given inputs and reads the
-// conversion back through the driver.
-func convertThenNext(t *testing.T, d *Dev, chip *inasim.Chip, shuntNV, busUV int64) drivers.Sample {
-	t.Helper()
-	chip.SetInputs(shuntNV, busUV)
-	if !chip.Convert() {
-		t.Fatal("chip is not converting continuously")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s, err := d.Next(ctx)
-	if err != nil {
-		t.Fatalf("Next: %v", err)
-	}
-	return s
+	return inatest.Open(t, inasim.INA226, addr, func(bus i2c.Bus, addr uint16) (*Dev, error) { return Open(bus, addr, cfg) })
 }
 
 func TestCalibration(t *testing.T) {
@@ -175,7 +153,7 @@ func TestConversions(t *testing.T) {
 			if got := chip.Reg(inasim.RegCal); got != 2560 {
 				t.Fatalf("CAL register %d, want 2560", got)
 			}
-			s := convertThenNext(t, d, chip, tt.shuntNV, tt.busUV)
+			s := inatest.ConvertThenNext(t, d, chip, tt.shuntNV, tt.busUV)
 			for _, r := range []struct {
 				reg  byte
 				want uint16
@@ -204,45 +182,9 @@ func TestConversions(t *testing.T) {
 // returns every conversion once, in order.
 func TestLockstepNeverTwiceNeverSkipped(t *testing.T) {
 	d, chip := open(t, example)
-	const n = 150
-	got := make(chan drivers.Sample)
-	errc := make(chan error, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	go func() {
-		for range n {
-			s, err := d.Next(ctx)
-			if err != nil {
-				errc <- err
-				return
-			}
-			got <- s
-		}
-	}()
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range n {
-		time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
-		bus := int64(1_000_000 + 1250*i)
-		chip.SetInputs(int64(2500*(i+1)), bus)
-		chip.Convert()
-		select {
-		case s := <-got:
-			if s.BusUV != bus {
-				t.Fatalf("conversion %d: got bus %d µV, want %d (a repeat or a skip)", i, s.BusUV, bus)
-			}
-		case err := <-errc:
-			t.Fatalf("conversion %d: %v", i, err)
-		case <-ctx.Done():
-			t.Fatalf("conversion %d never returned", i)
-		}
-	}
+	inatest.Lockstep(t, d, chip, 150, 1, func(i int) (int64, int64) { return int64(2500 * (i + 1)), int64(1_000_000 + 1250*i) })
 	if _, _, over := chip.Stats(); over != 0 {
 		t.Fatalf("%d conversions were overwritten before being read", over)
-	}
-	short, c2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer c2()
-	if s, err := d.Next(short); err == nil {
-		t.Fatalf("Next returned %+v with no new conversion", s)
 	}
 }
 
@@ -269,7 +211,7 @@ func TestFreeRunningNoRepeats(t *testing.T) {
 func TestSpontaneousResetRestored(t *testing.T) {
 	d, chip := open(t, example)
 	for i := range 3 {
-		s := convertThenNext(t, d, chip, 20_000_000, 11_980_000)
+		s := inatest.ConvertThenNext(t, d, chip, 20_000_000, 11_980_000)
 		if s.CurrentUA != 10_000_000 {
 			t.Fatalf("before reset, sample %d: %d µA", i, s.CurrentUA)
 		}
@@ -331,7 +273,7 @@ func TestNACKBurst(t *testing.T) {
 		errs++
 	}
 	// The burst may have eaten the pending conversion's flag; convert anew.
-	s := convertThenNext(t, d, chip, 20_000_000, 11_980_000)
+	s := inatest.ConvertThenNext(t, d, chip, 20_000_000, 11_980_000)
 	if s.CurrentUA != 10_000_000 || s.PowerUW != 119_800_000 {
 		t.Fatalf("after the burst got I=%d P=%d", s.CurrentUA, s.PowerUW)
 	}

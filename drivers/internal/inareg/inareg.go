@@ -1,6 +1,13 @@
-// Package inareg holds the register access shared by the TI INA drivers:
-// 16-bit big-endian registers, one register per transaction, and the
-// integer arithmetic that turns register counts into micro-units.
+// Package inareg holds what the TI INA219 and INA226 drivers share: 16-bit
+// big-endian registers read one per transaction, the register map common
+// to both chips, the integer arithmetic that turns register counts into
+// micro-units, and the life of an open chip (Chip): programming and
+// verifying Config and Calibration, repairing a chip that reset itself, and
+// polling a ready flag until a conversion can be read.
+//
+// What differs between the chips stays in their packages: where the ready
+// flag lives and when it clears (a Model says), the register LSBs, the
+// calibration formula and the accuracy budget.
 package inareg
 
 import (
@@ -9,6 +16,20 @@ import (
 	"time"
 
 	"periph.io/x/conn/v3/i2c"
+)
+
+// Registers at the same address on both chips (SBOS448 §8.6, SBOS547 §7.6).
+const (
+	RegConfig  = 0x00
+	RegShunt   = 0x01
+	RegBus     = 0x02
+	RegPower   = 0x03
+	RegCurrent = 0x04
+	RegCal     = 0x05
+
+	// ConfigReset is the RST bit of the configuration register: writing it
+	// returns every register to its power-on value.
+	ConfigReset = 0x8000
 )
 
 // Read reads one 16-bit register: write the pointer, then read two bytes.
@@ -26,6 +47,19 @@ func Write(d *i2c.Dev, reg byte, v uint16) error {
 		return fmt.Errorf("write register 0x%02x: %w", reg, err)
 	}
 	return nil
+}
+
+// ReadVoltages reads the raw bus and shunt voltage registers of the chip
+// at addr without configuring it; chip names it in errors.
+func ReadVoltages(bus i2c.Bus, addr uint16, chip string) (busRaw, shuntRaw uint16, err error) {
+	d := &i2c.Dev{Bus: bus, Addr: addr}
+	if shuntRaw, err = Read(d, RegShunt); err != nil {
+		return 0, 0, fmt.Errorf("%s at 0x%02x: %w", chip, addr, err)
+	}
+	if busRaw, err = Read(d, RegBus); err != nil {
+		return 0, 0, fmt.Errorf("%s at 0x%02x: %w", chip, addr, err)
+	}
+	return busRaw, shuntRaw, nil
 }
 
 // RoundDiv divides n by d (d > 0), rounding half away from zero.
