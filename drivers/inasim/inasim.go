@@ -245,23 +245,26 @@ func (c *Chip) convert226() {
 	shunt := clamp(roundDiv(c.inputs.shuntNV, 2500), -32768, 32767)
 	bus := clamp(roundDiv(c.inputs.busUV, 1250), 0, 0x7FFF)
 	cal := int64(c.regs[RegCal] & 0x7FFF)
-	cur := shunt * cal / 2048
+	c.latch(shunt, uint16(bus), shunt*cal/2048, bus, 20000)
+}
+
+// latch stores one conversion: the shunt and bus registers as given, and
+// the current and power the chip's calibration multiply produces, flagging
+// the math overflow (OVF) when either leaves its register's range.
+// powDen folds the power register's LSB ratio and the bus LSB together.
+func (c *Chip) latch(shunt int64, busReg uint16, cur, bus, powDen int64) {
 	c.ovf = false
 	if cur > 32767 || cur < -32768 {
 		c.ovf = true
 		cur = clamp(cur, -32768, 32767)
 	}
-	abs := cur
-	if abs < 0 {
-		abs = -abs
-	}
-	pow := abs * bus / 20000
+	pow := max(cur, -cur) * bus / powDen
 	if pow > 0xFFFF {
 		c.ovf = true
 		pow = 0xFFFF
 	}
 	c.regs[RegShunt] = uint16(int16(shunt))
-	c.regs[RegBus] = uint16(bus)
+	c.regs[RegBus] = busReg
 	c.regs[RegCurrent] = uint16(int16(cur))
 	c.regs[RegPower] = uint16(pow)
 }
@@ -277,25 +280,7 @@ func (c *Chip) convert219() {
 	}
 	bus := clamp(roundDiv(c.inputs.busUV, 4000), 0, busFS)
 	cal := int64(c.regs[RegCal] &^ 1)
-	cur := shunt * cal / 4096
-	c.ovf = false
-	if cur > 32767 || cur < -32768 {
-		c.ovf = true
-		cur = clamp(cur, -32768, 32767)
-	}
-	abs := cur
-	if abs < 0 {
-		abs = -abs
-	}
-	pow := abs * bus / 5000
-	if pow > 0xFFFF {
-		c.ovf = true
-		pow = 0xFFFF
-	}
-	c.regs[RegShunt] = uint16(int16(shunt))
-	c.regs[RegBus] = uint16(bus << 3)
-	c.regs[RegCurrent] = uint16(int16(cur))
-	c.regs[RegPower] = uint16(pow)
+	c.latch(shunt, uint16(bus<<3), shunt*cal/4096, bus, 5000)
 }
 
 // Run converts every period until ctx ends, as a free-running chip does.

@@ -419,53 +419,21 @@ func (r *reader) array() (Array, error) {
 		}
 		a.Values = v
 	case TypeUint16:
-		v := make([]uint16, n)
-		for i := range v {
-			v[i] = le.Uint16(raw[2*i:])
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, n, 2, func(b []byte) uint16 { return le.Uint16(b) })
 	case TypeInt16:
-		v := make([]int16, n)
-		for i := range v {
-			v[i] = int16(le.Uint16(raw[2*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, n, 2, func(b []byte) int16 { return int16(le.Uint16(b)) })
 	case TypeUint32:
-		v := make([]uint32, n)
-		for i := range v {
-			v[i] = le.Uint32(raw[4*i:])
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, n, 4, le.Uint32)
 	case TypeInt32:
-		v := make([]int32, n)
-		for i := range v {
-			v[i] = int32(le.Uint32(raw[4*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, n, 4, func(b []byte) int32 { return int32(le.Uint32(b)) })
 	case TypeFloat32:
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, n, 4, func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) })
 	case TypeUint64:
-		v := make([]uint64, n)
-		for i := range v {
-			v[i] = le.Uint64(raw[8*i:])
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, n, 8, le.Uint64)
 	case TypeInt64:
-		v := make([]int64, n)
-		for i := range v {
-			v[i] = int64(le.Uint64(raw[8*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, n, 8, func(b []byte) int64 { return int64(le.Uint64(b)) })
 	case TypeFloat64:
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = math.Float64frombits(le.Uint64(raw[8*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, n, 8, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) })
 	}
 	return a, nil
 }
@@ -513,4 +481,13 @@ func (r *reader) tensorInfo() (TensorInfo, error) {
 		return ti, fmt.Errorf("%q offset: %w", ti.Name, err)
 	}
 	return ti, nil
+}
+
+// decodeFixed decodes n little-endian elements of size bytes each.
+func decodeFixed[T any](raw []byte, n, size uint64, dec func([]byte) T) []T {
+	v := make([]T, n)
+	for i := range v {
+		v[i] = dec(raw[size*uint64(i):])
+	}
+	return v
 }
