@@ -104,8 +104,13 @@ func BenchmarkVerifyLogVsVerify(b *testing.B) {
 
 // BenchmarkDurableAppends: durable receipts per second with 32 concurrent
 // sealers against one sealer, on a real file with fsync. Target: >= 10x.
+// The chain makes signing serial, so the 32-sealer rate is capped near
+// 1/(seal time) and the ratio near (seal + fsync) / seal: it reaches the
+// target only where an fsync costs well over ten seals. appends/fsync shows
+// group commit at work whatever the disk.
 func BenchmarkDurableAppends(b *testing.B) {
 	k := testKey(b)
+	var appends, syncs uint64
 	run := func(sealers, each int) (time.Duration, uint64) {
 		path := filepath.Join(b.TempDir(), "r.log")
 		l, _, err := OpenLog(path, LogOptions{})
@@ -129,6 +134,10 @@ func BenchmarkDurableAppends(b *testing.B) {
 		}
 		wg.Wait()
 		el := time.Since(start)
+		if sealers > 1 {
+			appends += uint64(sealers * each)
+			syncs += l.Syncs()
+		}
 		l.Close()
 		rep, err := VerifyLogFile(path, k.Public(), nil)
 		if err != nil || rep.Records != uint64(sealers*each) {
@@ -151,4 +160,5 @@ func BenchmarkDurableAppends(b *testing.B) {
 	b.ReportMetric(sr, "single-receipts/s")
 	b.ReportMetric(gr, "32-sealers-receipts/s")
 	b.ReportMetric(gr/sr, "group/single")
+	b.ReportMetric(float64(appends)/float64(syncs), "32-sealers-appends/fsync")
 }
