@@ -4,12 +4,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"meshd/cmd/internal/cli"
 )
 
 // command is one meshctl subcommand. Each lives in its own file.
@@ -30,20 +28,9 @@ func commands() []command {
 }
 
 // errUsage marks an error caused by how the command was called.
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "meshctl:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("meshctl", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "help" || args[0] == "--help" {

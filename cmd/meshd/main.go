@@ -1,36 +1,25 @@
 // Command meshd is the mesh/1 agent. `meshd demo` runs the whole serve
-// lifecycle end to end on reference backends with no hardware and no
-// configuration.
+// lifecycle end to end — route, meter, seal, verify — on reference
+// backends and a synthesised GGUF model, with no hardware and no
+// configuration, or metered by a real sensor with -meter.
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"meshd/cmd/internal/cli"
 )
 
-var errUsage = errors.New("usage")
+// errUsage marks an error caused by how the command was called.
+var errUsage = cli.ErrUsage
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "meshd:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("meshd", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: meshd demo [-dir DIR]")
+		fmt.Fprintln(stderr, "usage: meshd demo [flags]   (meshd demo -h lists them)")
 		return fmt.Errorf("%w: no subcommand", errUsage)
 	}
 	switch args[0] {
