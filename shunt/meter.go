@@ -364,3 +364,31 @@ func (m *Meter) waitPast(ctx context.Context, t1 time.Time) error {
 		}
 	}
 }
+
+// Ready blocks until the sampler holds at least one valid reading, so that
+// a window opened afterwards can be bracketed. It fails if the sampler
+// stops first or ctx ends, naming the sensor's last read error: a sensor
+// that never delivers is a configuration fault to report, not a reason to
+// seal Estimator receipts in silence.
+func (m *Meter) Ready(ctx context.Context) error {
+	for {
+		m.mu.Lock()
+		ok, stopped, last := m.ring.haveValid, m.stopped, m.lastErr
+		if !ok && !stopped && m.notify == nil {
+			m.notify = make(chan struct{})
+		}
+		ch := m.notify
+		m.mu.Unlock()
+		switch {
+		case ok:
+			return nil
+		case stopped:
+			return fmt.Errorf("shunt %s: sampler stopped before a valid reading (last error: %v)", m.name, last)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("shunt %s: no valid reading yet (last error: %v): %w", m.name, last, ctx.Err())
+		case <-ch:
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -603,3 +604,37 @@ type agentWindow interface {
 
 var _ agentWindow = (*Window)(nil)
 var _ interface{ Name() string } = (*Meter)(nil)
+
+func TestReady(t *testing.T) {
+	c := newSimClock()
+	// Fails its first three reads, then delivers.
+	f := newFake(c, time.Millisecond, time.Millisecond, constTrace{1}, 10)
+	f.fail = func(i int) bool { return i < 3 }
+	m, err := New(context.Background(), f, Config{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.Ready(ctx); err != nil {
+		t.Fatalf("Ready on a sensor that recovers: %v", err)
+	}
+	if s := m.Stats(); s.Entries-s.Invalid == 0 {
+		t.Fatal("Ready returned before any valid reading")
+	}
+
+	// A sensor that never delivers: Ready fails, naming the read error.
+	dead := newFake(c, time.Millisecond, time.Millisecond, constTrace{1}, 10)
+	dead.fail = func(int) bool { return true }
+	m2, err := New(context.Background(), dead, Config{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if err := m2.Ready(ctx2); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), errBus.Error()) {
+		t.Fatalf("Ready on a dead sensor: %v", err)
+	}
+}

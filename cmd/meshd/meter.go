@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"periph.io/x/conn/v3/i2c/i2creg"
 	"periph.io/x/host/v3"
@@ -33,6 +34,15 @@ func openMeter(ctx context.Context, spec, hwmonRoot string) (*shunt.Meter, error
 	m, err := shunt.New(ctx, s, shunt.Config{})
 	if err != nil {
 		s.Close()
+		return nil, fmt.Errorf("meter %q: %w", spec, err)
+	}
+	// Serve nothing until the meter can bracket a window: a sensor that
+	// never delivers is a fault to report, not a reason to seal Estimator
+	// receipts in silence.
+	rctx, cancel := context.WithTimeout(ctx, max(2*time.Second, 4*m.UpdatePeriod()))
+	defer cancel()
+	if err := m.Ready(rctx); err != nil {
+		m.Close()
 		return nil, fmt.Errorf("meter %q: %w", spec, err)
 	}
 	return m, nil
