@@ -67,6 +67,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	st := steward.New(key, log, steward.Options{})
 
+	var meter agent.Meter
+	if *meterSpec != "" {
+		m, err := openMeter(ctx, *meterSpec, *hwmonRoot)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		meter = agent.FromShunt(m)
+	}
 	var backends []engine.Backend
 	for _, c := range []engine.ReferenceConfig{
 		{Name: "ref-tiny", Fidelity: wire.F1, UJPerToken: 40, Work: 8},
@@ -91,15 +100,6 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			backends = append(backends[:1], append([]engine.Backend{g}, backends[1:]...)...)
 		}
 	}
-	var meter agent.Meter
-	if *meterSpec != "" {
-		m, err := openMeter(ctx, *meterSpec, *hwmonRoot)
-		if err != nil {
-			return err
-		}
-		defer m.Close()
-		meter = agent.FromShunt(m)
-	}
 	ag, err := agent.New(agent.Config{Backends: backends, Steward: st, Meter: meter})
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		{"a frontier answer on a shoestring", 64, wire.F4, 5_000},
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tfloor\tceiling µJ\tbackend\ttokens in/out/acc\tµJ/accepted token\tprovenance\troute")
+	fmt.Fprintln(tw, "#\tfloor\tceiling µJ\tbackend\ttokens in/out/acc\tµJ/accepted token\tprovenance\twindow ms\t± µJ\troute")
 	served, refused := 0, 0
 	for i, r := range reqs {
 		req := wire.ServeRequest{
@@ -134,7 +134,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		resp, err := ag.Serve(ctx, req, []byte(r.prompt))
 		if errors.Is(err, agent.ErrNoRoute) {
 			refused++
-			fmt.Fprintf(tw, "%d\t%v\t%d\t-\t-\t-\t-\trefused: %s\n", i, r.floor, r.ceiling, noRouteReason(err))
+			fmt.Fprintf(tw, "%d\t%v\t%d\t-\t-\t-\t-\t-\t-\trefused: %s\n", i, r.floor, r.ceiling, noRouteReason(err))
 			continue
 		}
 		if err != nil {
@@ -146,8 +146,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if rc.UJPerAcceptedToken != nil {
 			per = fmt.Sprint(*rc.UJPerAcceptedToken)
 		}
-		fmt.Fprintf(tw, "%d\t%v\t%d\t%s\t%d/%d/%d\t%s\t%s\t%s\n", i, r.floor, r.ceiling, rc.Backend,
-			rc.TokensIn, rc.TokensOut, rc.TokensAccepted, per, rc.EnergyProvenance, rc.Route)
+		bound := "-" // an Estimator figure is a bound in itself, not a measurement
+		if rc.ErrorUJ != nil {
+			bound = fmt.Sprint(*rc.ErrorUJ)
+		}
+		fmt.Fprintf(tw, "%d\t%v\t%d\t%s\t%d/%d/%d\t%s\t%s\t%.2f\t%s\t%s\n", i, r.floor, r.ceiling, rc.Backend,
+			rc.TokensIn, rc.TokensOut, rc.TokensAccepted, per, rc.EnergyProvenance, float64(rc.WindowNs)/1e6, bound, rc.Route)
 	}
 	tw.Flush()
 	if err := log.Close(); err != nil {

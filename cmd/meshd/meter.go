@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -90,7 +91,8 @@ func openSensor(ctx context.Context, spec, hwmonRoot string) (drivers.Sensor, er
 		}
 		var names []string
 		for _, r := range rails {
-			if r.Label == rest || r.String() == rest {
+			bare := fmt.Sprintf("%s/%s:%d", filepath.Base(r.Dir), r.Chip, r.Channel)
+			if r.Label == rest || r.String() == rest || bare == rest {
 				return hwmon.Open(r, hwmon.Options{})
 			}
 			names = append(names, r.String())
