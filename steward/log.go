@@ -1,345 +1,510 @@
 package steward
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
+	"time"
 
+	"meshd/steward/internal/framelog"
 	"meshd/wire"
 )
 
-// The log file is a fixed magic followed by frames:
+// A receipt log is a directory (PROFILE.md §8):
 //
-//	u32 big-endian length | u32 big-endian CRC-32C of the envelope | envelope
+//	LOCK                     flock held by the one writer, holding its pid
+//	00000000000000000000.seg segments, named by the sequence of their first record
+//	checkpoints              signed checkpoints, newest last
 //
-// A frame that runs past the end of the file is a torn write; anything else
-// that does not check out is damage.
-var logMagic = []byte("MESHLOG1")
-
+// Segments and the checkpoints file share the framing of package framelog.
 const (
-	frameHeader = 8
-	// maxEnvelope bounds a frame so a corrupted length cannot make the
-	// scanner allocate gigabytes.
-	maxEnvelope = 1 << 20
+	segmentMagic    = "MESHLOG2"
+	checkpointMagic = "MESHCKP1"
+	segmentSuffix   = ".seg"
+	lockName        = "LOCK"
+	checkpointsName = "checkpoints"
+	// maxEnvelope bounds a frame so a corrupted length cannot make a
+	// reader allocate gigabytes.
+	maxEnvelope   = 1 << 20
+	maxCheckpoint = 4096
+
+	// DefaultSegmentBytes is the size past which a log rotates into a new
+	// segment.
+	DefaultSegmentBytes = 64 << 20
+	// DefaultCheckpointEvery is how many receipts pass between checkpoints.
+	DefaultCheckpointEvery = 4096
 )
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
-// ErrDamaged is wrapped when a log fails verification anywhere but a torn
-// final frame. A damaged log is never repaired automatically.
-var ErrDamaged = errors.New("receipt log damaged")
+var (
+	segFormat = framelog.Format{Magic: segmentMagic, MaxBody: maxEnvelope}
+	ckFormat  = framelog.Format{Magic: checkpointMagic, MaxBody: maxCheckpoint}
+)
 
 // ErrClosed is returned by Append on a closed log.
 var ErrClosed = errors.New("receipt log closed")
 
-// DamageError names the first bad sequence number of a damaged log.
-type DamageError struct {
-	Sequence uint64 // the position (0-based) of the first bad record
-	Offset   int64  // byte offset of its frame
-	Err      error
-}
+// ErrLocked is wrapped when another writer holds the log open.
+var ErrLocked = framelog.ErrLocked
 
-func (e *DamageError) Error() string {
-	return fmt.Sprintf("%v: first bad record is sequence %d (byte offset %d): %v", ErrDamaged, e.Sequence, e.Offset, e.Err)
-}
+// ErrForeignSteward is wrapped when a steward is asked to append to a log
+// whose chain another key signed.
+var ErrForeignSteward = errors.New("receipt log belongs to another steward")
 
-func (e *DamageError) Unwrap() []error { return []error{ErrDamaged, e.Err} }
+// SegmentName is the file name of the segment whose first record has
+// sequence first.
+func SegmentName(first uint64) string { return fmt.Sprintf("%020d%s", first, segmentSuffix) }
 
 // ScanReport describes a log that checked out.
 type ScanReport struct {
-	Records uint64         // number of valid records
+	Records uint64         // receipts in the log: the next sequence
 	Head    wire.ContentID // content id of the last envelope (zero if empty)
 	Steward ed25519.PublicKey
-	// TornBytes is the size of an incomplete final frame (0 if none);
-	// TornAt the byte offset where it starts.
-	TornBytes int64
-	TornAt    int64
-	// Size is the byte length of the valid prefix.
+	// Verified is how many receipts this pass verified; From the
+	// checkpoint it started from (nil: genesis).
+	Verified uint64
+	From     *SignedCheckpoint
+	// Checkpoints is how many checkpoints were matched against the chain
+	// (VerifyLog only); Latest the newest valid one.
+	Checkpoints int
+	Latest      *SignedCheckpoint
+	Segments    int
+	// TornBytes is the size of an incomplete final write (0 if none), at
+	// TornAt in segment TornSegment. OpenLog cuts it; VerifyLog reports it.
+	TornBytes   int64
+	TornAt      int64
+	TornSegment string
+	// Size is the byte length of the last segment's valid prefix.
 	Size int64
-	// Last is the last verified receipt, or nil for an empty log.
+	// Last is the last verified receipt, or nil if none was verified.
 	Last *Receipt
-}
-
-// Scan verifies a whole log read from r: the magic, every frame's CRC, every
-// signature (by trusted, or if nil by the first record's steward, and then
-// the same key throughout), every field rule, sequence continuity from 0 and
-// every prev link. The visit function, if non-nil, sees each verified
-// receipt in order. A torn final frame is reported, not an error.
-func Scan(r io.Reader, trusted ed25519.PublicKey, visit func(*Opened) error) (*ScanReport, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
-	rep := &ScanReport{Steward: trusted}
-	magic := make([]byte, len(logMagic))
-	n, err := io.ReadFull(br, magic)
-	switch {
-	case n == 0 && err == io.EOF:
-		return rep, nil
-	case err == io.ErrUnexpectedEOF && bytes.HasPrefix(logMagic, magic[:n]):
-		rep.TornBytes, rep.TornAt = int64(n), 0
-		return rep, nil
-	case err != nil && err != io.ErrUnexpectedEOF:
-		return nil, fmt.Errorf("read receipt log: %w", err)
-	case !bytes.Equal(magic[:n], logMagic):
-		return nil, &DamageError{Sequence: 0, Offset: 0, Err: errors.New("not a meshd receipt log (bad magic)")}
-	}
-	off := int64(len(logMagic))
-	rep.Size = off
-
-	// Signatures dominate the cost, so frames are read in batches and the
-	// batch is verified in parallel; the chain is then checked in order.
-	const batch = 256
-	workers := runtime.GOMAXPROCS(0)
-	type item struct {
-		off    int64
-		env    []byte
-		opened *Opened
-		err    error
-	}
-	items := make([]item, 0, batch)
-	var prev wire.ContentID
-	seq := uint64(0)
-	for done := false; !done; {
-		items = items[:0]
-		for len(items) < batch {
-			var hdr [frameHeader]byte
-			n, err := io.ReadFull(br, hdr[:])
-			if n == 0 && err == io.EOF {
-				done = true
-				break
-			}
-			if err == io.ErrUnexpectedEOF {
-				rep.TornAt, rep.TornBytes = off, int64(n)
-				done = true
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read receipt log: %w", err)
-			}
-			length := binary.BigEndian.Uint32(hdr[0:4])
-			if length == 0 || length > maxEnvelope {
-				return nil, &DamageError{Sequence: seq + uint64(len(items)), Offset: off, Err: fmt.Errorf("frame length %d out of range", length)}
-			}
-			env := make([]byte, length)
-			m, err := io.ReadFull(br, env)
-			if err == io.ErrUnexpectedEOF || err == io.EOF {
-				rep.TornAt, rep.TornBytes = off, int64(frameHeader+m)
-				done = true
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read receipt log: %w", err)
-			}
-			if crc32.Checksum(env, crcTable) != binary.BigEndian.Uint32(hdr[4:8]) {
-				return nil, &DamageError{Sequence: seq + uint64(len(items)), Offset: off, Err: errors.New("frame checksum mismatch")}
-			}
-			items = append(items, item{off: off, env: env})
-			off += int64(frameHeader) + int64(length)
-		}
-		if len(items) == 0 {
-			break
-		}
-		if rep.Steward == nil {
-			// Fix the key from the first record before verifying in
-			// parallel, so every record is held to the same steward.
-			o, err := OpenEnvelope(items[0].env, nil)
-			if err != nil {
-				return nil, &DamageError{Sequence: seq, Offset: items[0].off, Err: err}
-			}
-			rep.Steward = o.Key
-		}
-		var wg sync.WaitGroup
-		next := make(chan int, len(items))
-		for i := range items {
-			next <- i
-		}
-		close(next)
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range next {
-					items[i].opened, items[i].err = OpenEnvelope(items[i].env, rep.Steward)
-				}
-			}()
-		}
-		wg.Wait()
-		for _, it := range items {
-			if it.err != nil {
-				return nil, &DamageError{Sequence: seq, Offset: it.off, Err: it.err}
-			}
-			rc := it.opened.Receipt
-			if rc.Sequence != seq {
-				return nil, &DamageError{Sequence: seq, Offset: it.off, Err: fmt.Errorf("record carries sequence %d, want %d (removed or reordered record)", rc.Sequence, seq)}
-			}
-			if seq > 0 && *rc.Prev != prev.String() {
-				return nil, &DamageError{Sequence: seq, Offset: it.off, Err: fmt.Errorf("prev %s does not match the previous envelope %s", *rc.Prev, prev)}
-			}
-			if visit != nil {
-				if err := visit(it.opened); err != nil {
-					return nil, fmt.Errorf("receipt log sequence %d: %w", seq, err)
-				}
-			}
-			prev = it.opened.ID
-			rep.Last = rc
-			seq++
-		}
-		rep.Size = off
-	}
-	rep.Records = seq
-	rep.Head = prev
-	return rep, nil
-}
-
-// VerifyLogFile verifies the log at path without changing it.
-func VerifyLogFile(path string, trusted ed25519.PublicKey, visit func(*Opened) error) (*ScanReport, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("verify receipt log: %w", err)
-	}
-	defer f.Close()
-	rep, err := Scan(f, trusted, visit)
-	if err != nil {
-		return nil, fmt.Errorf("verify receipt log %s: %w", path, err)
-	}
-	return rep, nil
-}
-
-// Log is an append-only, hash-chained, durable receipt log.
-//
-// Appends from many goroutines go to one sequencer goroutine, which gives
-// each its sequence number and prev link and builds (signs) it, in file
-// order with no gaps; one flusher goroutine writes and fsyncs everything
-// sequenced since its last round in one go (group commit). The chain makes
-// signing inherently serial, so keeping it on one goroutine that never
-// hands a lock around is what lets concurrent sealers reach the signing
-// rate, while they share far fewer fsyncs than appends.
-type Log struct {
-	f      *os.File
-	noSync bool
-
-	// Owned by the sequencer goroutine.
-	head wire.ContentID
-	next atomic.Uint64
-
-	mu      sync.Mutex
-	pending []byte // frames sequenced but not yet handed to the flusher
-	cur     *batch // the batch those frames belong to
-	closed  bool
-	err     error // sticky: after a failed write the in-memory head is unreliable
-	users   sync.WaitGroup
-
-	spare []byte // flusher-owned buffer swapped with pending
-	syncs atomic.Uint64
-	reqs  chan appendReq
-	kick  chan struct{}
-	quit  chan struct{}
-	seqd  chan struct{}
-	gone  chan struct{}
-}
-
-// batch is the set of appends made durable by one write+fsync.
-type batch struct {
-	done chan struct{}
-	err  error // set before done is closed
-}
-
-type appendReq struct {
-	build BuildFunc
-	reply chan appendRes
-}
-
-type appendRes struct {
-	seq uint64
-	id  wire.ContentID
-	b   *batch
-	err error
 }
 
 // LogOptions tune OpenLog.
 type LogOptions struct {
-	// Trusted, if set, is the only key accepted on existing records.
+	// Key is the steward key that appends; it signs the log's checkpoints
+	// and every existing record must be signed by it. Without Key the log
+	// writes no checkpoints.
+	Key *Key
+	// Trusted, if set (and Key is not), is the only key accepted on
+	// existing records.
 	Trusted ed25519.PublicKey
 	// NoSync skips fsync. Only for benchmarks that isolate CPU cost.
 	NoSync bool
-	// Visit, if set, sees every existing verified record during the scan.
+	// Visit, if set, sees every record verified while opening.
 	Visit func(*Opened) error
+	// VisitFrom makes the open start from a checkpoint no later than this
+	// sequence, so that Visit sees every record from there on (a ledger
+	// snapshot anchored at it needs them). Nil: the newest checkpoint.
+	VisitFrom *uint64
+	// Full verifies from genesis, ignoring checkpoints.
+	Full bool
+	// SegmentBytes and CheckpointEvery: 0 means the defaults; a negative
+	// CheckpointEvery writes checkpoints only on Close.
+	SegmentBytes    int64
+	CheckpointEvery int
+	// Ledger, if set, is sealed into every checkpoint as its ledger
+	// summary.
+	Ledger func() string
+	// Workers bounds the signature checks run in parallel (0: GOMAXPROCS).
+	Workers int
+	// Clock stamps checkpoints; nil means time.Now.
+	Clock func() time.Time
 }
 
-// OpenLog opens or creates the log at path. The existing content is
-// verified in full; a torn final frame is cut off (and reported in the
-// ScanReport), while any other damage refuses to open with a *DamageError.
-func OpenLog(path string, opt LogOptions) (*Log, *ScanReport, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// Log is an append-only, hash-chained, durable receipt log.
+//
+// An append builds (signs) its record under the log's mutex, which fixes
+// the chain order, then waits for durability through the segment's
+// group-commit writer: an uncontended sealer does everything on its own
+// goroutine, and concurrent sealers share fsyncs.
+type Log struct {
+	dir      string
+	lock     *framelog.Lock
+	key      *Key
+	noSync   bool
+	segBytes int64
+	ckEvery  uint64
+	ledger   func() string
+	clock    func() time.Time
+
+	mu       sync.Mutex
+	closed   bool
+	err      error // sticky: after a failed rotation the log must be reopened
+	steward  ed25519.PublicKey
+	w        *framelog.Writer
+	seg      uint64 // first sequence of the segment being written
+	headSeg  uint64 // first sequence of the segment holding the head
+	next     uint64
+	head     wire.ContentID
+	headOff  int64
+	headEnd  int64
+	oldSyncs uint64
+
+	ckMu    sync.Mutex
+	ck      *framelog.Writer
+	ckCount uint64
+	latest  *SignedCheckpoint
+}
+
+// OpenLog opens or creates the receipt log directory dir and takes its
+// lock: a second opener, in this process or another, is refused with
+// ErrLocked. The log is verified from its newest valid checkpoint (or from
+// genesis); a torn final write is cut and reported, while any other damage
+// refuses to open with a *DamageError and changes nothing.
+func OpenLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport, error) {
+	l, rep, err := openLog(ctx, dir, opt)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open receipt log: %w", err)
+		return nil, nil, fmt.Errorf("open receipt log %s: %w", dir, err)
 	}
-	rep, err := Scan(f, opt.Trusted, opt.Visit)
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("open receipt log %s: %w", path, err)
-	}
-	size := rep.Size
-	if rep.TornBytes > 0 || size < int64(len(logMagic)) {
-		// Cut the torn tail (or a torn magic) and make the cut durable
-		// before anything new is appended after it.
-		if size < int64(len(logMagic)) {
-			size = 0
-		}
-		if err := f.Truncate(size); err != nil {
-			f.Close()
-			return nil, nil, fmt.Errorf("open receipt log %s: cut torn tail: %w", path, err)
-		}
-		created := size == 0
-		if created {
-			if _, err := f.WriteAt(logMagic, 0); err != nil {
-				f.Close()
-				return nil, nil, fmt.Errorf("open receipt log %s: write magic: %w", path, err)
-			}
-			size = int64(len(logMagic))
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, nil, fmt.Errorf("open receipt log %s: %w", path, err)
-		}
-		if created {
-			// A new file's directory entry must be durable too, or a power
-			// cut can lose the whole log along with receipts already returned.
-			if err := syncDir(filepath.Dir(path)); err != nil {
-				f.Close()
-				return nil, nil, fmt.Errorf("open receipt log %s: %w", path, err)
-			}
-		}
-	}
-	if _, err := f.Seek(size, io.SeekStart); err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("open receipt log %s: %w", path, err)
-	}
-	l := &Log{f: f, noSync: opt.NoSync, head: rep.Head, reqs: make(chan appendReq, 64),
-		kick: make(chan struct{}, 1), quit: make(chan struct{}), seqd: make(chan struct{}), gone: make(chan struct{})}
-	l.next.Store(rep.Records)
-	go l.sequencer()
-	go l.flusher()
 	return l, rep, nil
 }
 
+func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport, error) {
+	if err := ensureDir(dir); err != nil {
+		return nil, nil, err
+	}
+	lock, err := framelog.Acquire(filepath.Join(dir, lockName))
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &Log{dir: dir, lock: lock, key: opt.Key, noSync: opt.NoSync, segBytes: opt.SegmentBytes,
+		ledger: opt.Ledger, clock: opt.Clock}
+	if l.segBytes <= 0 {
+		l.segBytes = DefaultSegmentBytes
+	}
+	switch {
+	case opt.CheckpointEvery == 0:
+		l.ckEvery = DefaultCheckpointEvery
+	case opt.CheckpointEvery > 0:
+		l.ckEvery = uint64(opt.CheckpointEvery)
+	}
+	if l.clock == nil {
+		l.clock = time.Now
+	}
+	trusted := opt.Trusted
+	if opt.Key != nil {
+		trusted = opt.Key.Public()
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			l.release()
+		}
+	}()
+
+	segs, err := listSegments(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	ckf, cks, ckTail, err := readCheckpoints(ctx, dir, trusted, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ckf != nil {
+		defer func() {
+			if !ok {
+				ckf.Close()
+			}
+		}()
+	}
+	if len(cks) > 0 {
+		trusted = cks[0].Key
+		l.latest = cks[len(cks)-1]
+		l.ckCount = l.latest.Count
+	}
+	var from *SignedCheckpoint
+	if !opt.Full {
+		for i := len(cks) - 1; i >= 0; i-- {
+			if opt.VisitFrom == nil || cks[i].Count <= *opt.VisitFrom {
+				from = cks[i]
+				break
+			}
+		}
+	}
+	c := newChain(trusted, opt.Workers, opt.Visit)
+	rep, lastFile, tail, err := walk(ctx, segs, from, c, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if l.latest != nil && l.latest.Count > rep.Records {
+		return nil, nil, &DamageError{Sequence: rep.Records, Err: fmt.Errorf("the newest checkpoint covers %d receipts but the log holds %d: truncated or rolled back", l.latest.Count, rep.Records)}
+	}
+	// Everything checked out: only now is anything changed.
+	if lastFile == nil {
+		f, err := framelog.OpenFile(filepath.Join(dir, SegmentName(0)), true)
+		if err != nil {
+			return nil, nil, err
+		}
+		lastFile, tail, rep.Segments = f, framelog.Tail{}, 1
+	}
+	if tail.Torn > 0 {
+		rep.TornBytes, rep.TornAt = tail.Torn, tail.End
+	}
+	l.w, err = segFormat.Resume(lastFile, tail, opt.NoSync)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ckf == nil {
+		ckf, err = framelog.OpenFile(filepath.Join(dir, checkpointsName), true)
+		if err != nil {
+			l.w.Close()
+			return nil, nil, err
+		}
+	}
+	if l.ck, err = ckFormat.Resume(ckf, ckTail, opt.NoSync); err != nil {
+		l.w.Close()
+		return nil, nil, err
+	}
+	l.steward = c.key
+	l.next, l.head = rep.Records, rep.Head
+	l.seg = c.segFirst
+	l.headSeg, l.headOff, l.headEnd = c.lastSeg, c.lastOff, c.lastEnd
+	if from != nil && c.checked == 0 {
+		l.headSeg, l.headOff, l.headEnd = from.Segment, int64(from.HeadOffset), int64(from.End)
+	}
+	if l.key != nil && l.steward != nil && !bytes.Equal(l.steward, l.key.Public()) {
+		l.w.Close()
+		l.ck.Close()
+		return nil, nil, fmt.Errorf("%w: its records are signed by %x, not by this steward's key %s", ErrForeignSteward, []byte(l.steward), l.key.ID())
+	}
+	rep.Latest = l.latest
+	ok = true
+	return l, rep, nil
+}
+
+// walk verifies the segments segs of dir, starting from checkpoint from
+// (or genesis), through c. With forWrite the last segment's file is kept
+// open (read-write) and returned with its tail, for appending.
+func walk(ctx context.Context, segs []segment, from *SignedCheckpoint, c *chain, forWrite bool) (*ScanReport, *os.File, framelog.Tail, error) {
+	rep := &ScanReport{From: from}
+	start := 0
+	if from != nil {
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].first >= from.Segment })
+		if i == len(segs) || segs[i].first != from.Segment {
+			return nil, nil, framelog.Tail{}, &DamageError{Sequence: from.Count - 1, Segment: SegmentName(from.Segment),
+				Err: fmt.Errorf("%w: names segment %s, which is missing", ErrCheckpoint, SegmentName(from.Segment))}
+		}
+		start = i
+		if err := checkHead(segs[i].path, from, c.key); err != nil {
+			return nil, nil, framelog.Tail{}, err
+		}
+		c.key = from.Key
+		c.next, c.head = from.Count, from.HeadID
+	} else if len(segs) > 0 && segs[0].first != 0 {
+		return nil, nil, framelog.Tail{}, &DamageError{Sequence: 0, Segment: filepath.Base(segs[0].path),
+			Err: fmt.Errorf("the first segment starts at sequence %d and no checkpoint anchors it (archived segments need a checkpoint)", segs[0].first)}
+	}
+	var lastFile *os.File
+	var tail framelog.Tail
+	for i := start; i < len(segs); i++ {
+		first := segs[i].first
+		name := filepath.Base(segs[i].path)
+		c.seg, c.segFirst = name, first
+		if c.next != first && (from == nil || i != start) {
+			return nil, nil, framelog.Tail{}, &DamageError{Sequence: c.next, Segment: name,
+				Err: fmt.Errorf("segment starts at sequence %d, but the chain continues at %d", first, c.next)}
+		}
+		f, err := framelog.OpenFile(segs[i].path, forWrite && i == len(segs)-1)
+		if err != nil {
+			return nil, nil, framelog.Tail{}, err
+		}
+		visit := func(_ uint64, off int64, body []byte) error { return c.add(off, body) }
+		var t framelog.Tail
+		if from != nil && i == start {
+			if _, err = f.Seek(int64(from.End), io.SeekStart); err == nil {
+				t, err = segFormat.ScanFrom(ctx, f, int64(from.End), from.Count-first, visit)
+			}
+		} else {
+			t, err = segFormat.Scan(ctx, f, visit)
+		}
+		if err == nil {
+			err = c.flush()
+		}
+		if err != nil {
+			f.Close()
+			var ce *framelog.CorruptError
+			if errors.As(err, &ce) {
+				if ferr := c.flush(); ferr != nil {
+					return nil, nil, framelog.Tail{}, ferr // an earlier bad record comes first
+				}
+				return nil, nil, framelog.Tail{}, &DamageError{Sequence: first + ce.Index, Segment: name, Offset: ce.Offset, Err: ce.Err}
+			}
+			return nil, nil, framelog.Tail{}, err
+		}
+		rep.Segments++
+		rep.Size = t.End
+		if i < len(segs)-1 {
+			f.Close()
+			if t.Torn > 0 {
+				return nil, nil, framelog.Tail{}, &DamageError{Sequence: c.next, Segment: name, Offset: t.End,
+					Err: fmt.Errorf("%d bytes of a torn write in a segment that is not the last", t.Torn)}
+			}
+			continue
+		}
+		if t.Torn > 0 {
+			rep.TornBytes, rep.TornAt, rep.TornSegment = t.Torn, t.End, name
+		}
+		if forWrite {
+			lastFile, tail = f, t
+		} else {
+			f.Close()
+		}
+	}
+	rep.Records, rep.Head, rep.Steward = c.next, c.head, c.key
+	rep.Verified, rep.Last = c.checked, c.last
+	return rep, lastFile, tail, nil
+}
+
+// checkHead proves that checkpoint cp describes this log: the frame at its
+// head offset is the envelope it names, at the sequence it names.
+func checkHead(path string, cp *SignedCheckpoint, trusted ed25519.PublicKey) error {
+	name := filepath.Base(path)
+	bad := func(err error) error {
+		return &DamageError{Sequence: cp.Count - 1, Segment: name, Offset: int64(cp.HeadOffset), Err: fmt.Errorf("%w does not match the log: %v", ErrCheckpoint, err)}
+	}
+	if trusted != nil && !bytes.Equal(trusted, cp.Key) {
+		return bad(fmt.Errorf("signed by %x, not by the log's steward %x", []byte(cp.Key), []byte(trusted)))
+	}
+	f, err := framelog.OpenFile(path, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var env []byte
+	var end int64
+	stop := errors.New("stop")
+	_, err = segFormat.ScanFrom(context.Background(), io.NewSectionReader(f, int64(cp.HeadOffset), maxEnvelope+framelog.HeaderSize), int64(cp.HeadOffset), 0,
+		func(_ uint64, off int64, body []byte) error {
+			env, end = body, off+framelog.HeaderSize+int64(len(body))
+			return stop
+		})
+	if err != nil && err != stop {
+		return bad(err)
+	}
+	if env == nil {
+		return bad(errors.New("no record at its head offset"))
+	}
+	if uint64(end) != cp.End {
+		return bad(fmt.Errorf("the head frame ends at %d, not %d", end, cp.End))
+	}
+	if id := wire.ContentOf(env); id != cp.HeadID {
+		return bad(fmt.Errorf("the record at its head offset is %s, not %s", id, cp.HeadID))
+	}
+	o, err := OpenEnvelope(env, cp.Key)
+	if err != nil {
+		return bad(err)
+	}
+	if o.Receipt.Sequence != cp.Count-1 {
+		return bad(fmt.Errorf("its head record carries sequence %d, want %d", o.Receipt.Sequence, cp.Count-1))
+	}
+	return nil
+}
+
+// readCheckpoints reads the checkpoints file of dir, verifying each. With
+// forWrite the file (created if absent) is returned open, with its tail.
+func readCheckpoints(ctx context.Context, dir string, trusted ed25519.PublicKey, forWrite bool) (*os.File, []*SignedCheckpoint, framelog.Tail, error) {
+	path := filepath.Join(dir, checkpointsName)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, framelog.Tail{}, nil
+	}
+	f, err := framelog.OpenFile(path, forWrite)
+	if err != nil {
+		return nil, nil, framelog.Tail{}, err
+	}
+	var cks []*SignedCheckpoint
+	tail, err := ckFormat.Scan(ctx, f, func(i uint64, off int64, body []byte) error {
+		cp, err := OpenCheckpoint(body, trusted)
+		if err != nil {
+			return fmt.Errorf("checkpoints file, record %d at byte offset %d: %w", i, off, err)
+		}
+		if trusted == nil {
+			trusted = cp.Key
+		}
+		if n := len(cks); n > 0 && cp.Count <= cks[n-1].Count {
+			return fmt.Errorf("checkpoints file, record %d at byte offset %d: %w: count %d does not follow %d", i, off, ErrCheckpoint, cp.Count, cks[n-1].Count)
+		}
+		cks = append(cks, cp)
+		return nil
+	})
+	if err != nil {
+		f.Close()
+		return nil, nil, framelog.Tail{}, &DamageError{Segment: checkpointsName, Err: err}
+	}
+	if !forWrite {
+		f.Close()
+		f = nil
+	}
+	return f, cks, tail, nil
+}
+
+// segment is one segment file and the sequence of its first record.
+type segment struct {
+	first uint64
+	path  string
+}
+
+// listSegments returns dir's segments, in order.
+func listSegments(dir string) ([]segment, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var segs []segment
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, segmentSuffix) || strings.HasPrefix(name, ".") {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(name, segmentSuffix), 10, 64)
+		if err != nil || name != SegmentName(n) {
+			return nil, fmt.Errorf("%s: unexpected segment name %q", dir, name)
+		}
+		segs = append(segs, segment{first: n, path: filepath.Join(dir, name)})
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].first < segs[j].first })
+	return segs, nil
+}
+
+// ensureDir creates dir if absent, refusing a path that is something else.
+func ensureDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return err
+		}
+		return framelog.SyncDir(filepath.Dir(dir))
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory (%s); a receipt log is a directory of segments", dir, fi.Mode().Type())
+	}
+	return nil
+}
+
 // BuildFunc produces the envelope for the given chain position. It runs
-// under the log's sequencing lock, so it must not block.
+// under the log's mutex, so it must not block.
 type BuildFunc func(seq uint64, prev *wire.ContentID) ([]byte, error)
 
 // Append sequences one envelope and returns once it is durable. If build
 // fails, nothing is consumed: the next Append gets the same sequence.
-// build runs on the sequencer goroutine and must not block.
 func (l *Log) Append(ctx context.Context, build BuildFunc) (uint64, wire.ContentID, error) {
+	return l.appendAs(ctx, nil, build)
+}
+
+// appendAs is Append for a steward whose key signs the envelope: it is
+// refused unless the chain so far is signed by the same key.
+func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build BuildFunc) (uint64, wire.ContentID, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, wire.ContentID{}, err
 	}
@@ -349,38 +514,15 @@ func (l *Log) Append(ctx context.Context, build BuildFunc) (uint64, wire.Content
 		l.mu.Unlock()
 		return 0, wire.ContentID{}, ErrClosed
 	case l.err != nil:
+		err := l.err
 		l.mu.Unlock()
-		return 0, wire.ContentID{}, l.err
+		return 0, wire.ContentID{}, err
 	}
-	l.users.Add(1)
-	l.mu.Unlock()
-	defer l.users.Done()
-
-	reply := make(chan appendRes, 1)
-	l.reqs <- appendReq{build: build, reply: reply}
-	res := <-reply
-	if res.err != nil {
-		return 0, wire.ContentID{}, res.err
+	if signer != nil && l.steward != nil && !bytes.Equal(signer, l.steward) {
+		l.mu.Unlock()
+		return 0, wire.ContentID{}, fmt.Errorf("%w: its chain is signed by %x, not by %x; refusing to append", ErrForeignSteward, []byte(l.steward), []byte(signer))
 	}
-	// The receipt is sequenced: it is waited for even if ctx ends now, so
-	// that a caller never mistakes a durable receipt for a failed one.
-	<-res.b.done
-	if res.b.err != nil {
-		return 0, wire.ContentID{}, res.b.err
-	}
-	return res.seq, res.id, nil
-}
-
-// sequencer assigns chain positions and builds envelopes, one at a time.
-func (l *Log) sequencer() {
-	defer close(l.seqd)
-	for req := range l.reqs {
-		req.reply <- l.sequence(req.build)
-	}
-}
-
-func (l *Log) sequence(build BuildFunc) appendRes {
-	seq := l.next.Load()
+	seq := l.next
 	var prev *wire.ContentID
 	if seq > 0 {
 		h := l.head
@@ -390,82 +532,164 @@ func (l *Log) sequence(build BuildFunc) appendRes {
 	if err == nil && (len(env) == 0 || len(env) > maxEnvelope) {
 		err = fmt.Errorf("append receipt: envelope of %d bytes out of range", len(env))
 	}
+	if err == nil && seq > l.seg && l.w.Size() >= l.segBytes {
+		err = l.rotateLocked()
+	}
+	var end int64
+	if err == nil {
+		end, err = l.w.Enqueue(env)
+	}
 	if err != nil {
-		return appendRes{err: err}
+		l.mu.Unlock()
+		return 0, wire.ContentID{}, err
 	}
-	var hdr [frameHeader]byte
-	binary.BigEndian.PutUint32(hdr[0:4], uint32(len(env)))
-	binary.BigEndian.PutUint32(hdr[4:8], crc32.Checksum(env, crcTable))
 	id := wire.ContentOf(env)
-	l.mu.Lock()
-	if l.err != nil {
-		err := l.err
-		l.mu.Unlock()
-		return appendRes{err: err}
+	l.head, l.next = id, seq+1
+	if l.steward == nil && signer != nil {
+		l.steward = signer
 	}
-	l.pending = append(append(l.pending, hdr[:]...), env...)
-	if l.cur == nil {
-		l.cur = &batch{done: make(chan struct{})}
-	}
-	b := l.cur
+	l.headSeg, l.headOff, l.headEnd = l.seg, end-framelog.HeaderSize-int64(len(env)), end
+	w := l.w
 	l.mu.Unlock()
-	l.head = id
-	l.next.Store(seq + 1)
-	select {
-	case l.kick <- struct{}{}:
-	default: // a kick is already pending; the flusher will take this frame too
+	// The receipt is sequenced: it is waited for even if ctx ends now, so
+	// that a caller never mistakes a durable receipt for a failed one.
+	if err := w.Sync(end); err != nil {
+		return 0, wire.ContentID{}, fmt.Errorf("receipt log: %w", err)
 	}
-	return appendRes{seq: seq, id: id, b: b}
-}
-
-// flusher makes each batch durable in sequence order until Close.
-func (l *Log) flusher() {
-	defer close(l.gone)
-	for {
-		quitting := false
-		select {
-		case <-l.kick:
-		case <-l.quit:
-			quitting = true
-		}
-		l.mu.Lock()
-		b, buf, broken := l.cur, l.pending, l.err
-		l.cur, l.pending = nil, l.spare[:0]
-		l.mu.Unlock()
-		if b != nil {
-			err := broken
-			if err == nil {
-				_, err = l.f.Write(buf)
-				if err == nil && !l.noSync {
-					err = l.f.Sync()
-				}
-				l.syncs.Add(1)
-				if err != nil {
-					err = fmt.Errorf("receipt log write failed; reopen to recover: %w", err)
-					l.mu.Lock()
-					l.err = err
-					l.mu.Unlock()
-				}
-			}
-			b.err = err
-			close(b.done)
-		}
-		l.spare = buf
-		if quitting {
-			return
+	if l.ckEvery > 0 && l.key != nil && seq+1 >= l.checkpointed()+l.ckEvery && l.ckMu.TryLock() {
+		_, err := l.checkpointLocked()
+		l.ckMu.Unlock()
+		if err != nil {
+			return seq, id, fmt.Errorf("receipt %d is durable, but the checkpoint after it failed: %w", seq, err)
 		}
 	}
+	return seq, id, nil
 }
 
-// Syncs returns how many write+fsync rounds the log has made; with
+func (l *Log) checkpointed() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ckCount
+}
+
+// rotateLocked makes the current segment durable and starts the next one.
+// Called with mu held.
+func (l *Log) rotateLocked() error {
+	if err := l.w.SyncAll(); err != nil {
+		l.err = fmt.Errorf("receipt log: %w", err)
+		return l.err
+	}
+	f, err := framelog.OpenFile(filepath.Join(l.dir, SegmentName(l.next)), true)
+	if err != nil {
+		l.err = fmt.Errorf("receipt log: new segment: %w", err)
+		return l.err
+	}
+	w, err := segFormat.Resume(f, framelog.Tail{}, l.noSync)
+	if err != nil {
+		l.err = fmt.Errorf("receipt log: new segment: %w", err)
+		return l.err
+	}
+	l.oldSyncs += l.w.Syncs()
+	if err := l.w.Close(); err != nil {
+		w.Close()
+		l.err = fmt.Errorf("receipt log: close segment: %w", err)
+		return l.err
+	}
+	l.w, l.seg = w, l.next
+	return nil
+}
+
+// Checkpoint makes the log durable up to its head and seals a checkpoint
+// there (or returns the newest if nothing was appended since). It needs the
+// log to have been opened with a Key.
+func (l *Log) Checkpoint(ctx context.Context) (*SignedCheckpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if l.key == nil {
+		return nil, errors.New("receipt log: checkpoints need the steward key (LogOptions.Key)")
+	}
+	l.ckMu.Lock()
+	defer l.ckMu.Unlock()
+	return l.checkpointLocked()
+}
+
+// checkpointLocked is called with ckMu held.
+func (l *Log) checkpointLocked() (*SignedCheckpoint, error) {
+	l.mu.Lock()
+	count, head, seg, off, end, w, latest := l.next, l.head, l.headSeg, l.headOff, l.headEnd, l.w, l.latest
+	if seg != l.seg {
+		w = nil // the head's segment was made durable when the log rotated or opened
+	}
+	closed := l.closed && l.ck == nil
+	l.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if count == 0 || (latest != nil && latest.Count >= count) {
+		return latest, nil
+	}
+	if w != nil {
+		if err := w.Sync(end); err != nil {
+			return nil, fmt.Errorf("receipt log: %w", err)
+		}
+	}
+	c := Checkpoint{Count: count, Head: head.String(), Segment: seg, HeadOffset: uint64(off), End: uint64(end),
+		SealedMs: uint64(l.clock().UnixMilli())}
+	if l.ledger != nil {
+		s := l.ledger()
+		c.Ledger = &s
+	}
+	cp, err := sealCheckpoint(l.key, c)
+	if err != nil {
+		return nil, err
+	}
+	ckEnd, err := l.ck.Enqueue(cp.Envelope)
+	if err == nil {
+		err = l.ck.Sync(ckEnd)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("receipt log: write checkpoint: %w", err)
+	}
+	l.mu.Lock()
+	l.latest, l.ckCount = cp, count
+	l.mu.Unlock()
+	return cp, nil
+}
+
+// Syncs returns how many fsyncs the log has made for its segments; with
 // concurrent sealers it is well below the number of appends.
-func (l *Log) Syncs() uint64 { return l.syncs.Load() }
+func (l *Log) Syncs() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.oldSyncs + l.w.Syncs()
+}
 
 // Next returns the sequence number the next Append will get.
-func (l *Log) Next() uint64 { return l.next.Load() }
+func (l *Log) Next() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
+}
 
-// Close makes everything already sequenced durable, stops the flusher and
-// closes the file. Appends after Close fail with ErrClosed.
+// Head returns the content id of the last envelope (zero when empty).
+func (l *Log) Head() wire.ContentID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.head
+}
+
+// Steward returns the key that signed the log's records, or nil for an
+// empty log opened without a key.
+func (l *Log) Steward() ed25519.PublicKey {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.steward
+}
+
+// Close makes everything appended durable, seals a final checkpoint (with
+// a Key), closes the files and releases the lock. Appends after Close fail
+// with ErrClosed.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -474,19 +698,25 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	l.users.Wait() // every Append admitted before Close is sequenced and durable
-	close(l.reqs)
-	<-l.seqd
-	close(l.quit)
-	<-l.gone
-	return l.f.Close()
+	var err error
+	if l.key != nil {
+		l.ckMu.Lock()
+		_, err = l.checkpointLocked()
+		l.ckMu.Unlock()
+	}
+	if cerr := l.w.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := l.ck.Close(); err == nil {
+		err = cerr
+	}
+	l.release()
+	return err
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+func (l *Log) release() {
+	if l.lock != nil {
+		l.lock.Release()
+		l.lock = nil
 	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -21,6 +21,7 @@ func commands() []command {
 	return []command{
 		{"keygen", "write a new steward key file (0600, never overwritten)", cmdKeygen},
 		{"verify", "verify a receipt log or a single envelope", cmdVerify},
+		{"log", "repair a damaged receipt log; print its newest checkpoint", cmdLog},
 		{"grant", "issue, show and verify JCP grants", cmdGrant},
 		{"probe", "list the power sensors found and what each reads", cmdProbe},
 		{"model", "synthesise and inspect GGUF models", cmdModel},

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"meshd/cmd/internal/cli"
 	"meshd/steward"
 	"meshd/wire"
 )
@@ -31,8 +32,8 @@ func TestKeygenAndVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(dir, "r.log")
-	l, _, err := steward.OpenLog(logPath, steward.LogOptions{})
+	logPath := filepath.Join(dir, "receipts")
+	l, _, err := steward.OpenLog(context.Background(), logPath, steward.LogOptions{Key: k})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +63,17 @@ func TestKeygenAndVerify(t *testing.T) {
 	if err := run(context.Background(), []string{"verify", "-envelope", envPath}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
-	// Tamper with the middle record: verify must fail naming sequence 1.
-	b, _ := os.ReadFile(logPath)
-	i := bytes.Index(b[8+len(env):], []byte("tokens_out")) + 8 + len(env)
+	// Tamper with the middle record: verify must fail naming sequence 1,
+	// with the status for damage.
+	seg := filepath.Join(logPath, steward.SegmentName(0))
+	orig, _ := os.ReadFile(seg)
+	b := bytes.Clone(orig)
+	i := bytes.Index(b[8+12+len(env):], []byte("tokens_out")) + 8 + 12 + len(env)
 	b[i] ^= 1
-	os.WriteFile(logPath, b, 0o644)
+	os.WriteFile(seg, b, 0o644)
 	err = run(context.Background(), []string{"verify", logPath}, &out, &errb)
-	if err == nil || !strings.Contains(err.Error(), "sequence 1") {
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != exitDamaged || !strings.Contains(err.Error(), "sequence 1") {
 		t.Fatalf("tampered log: %v", err)
 	}
 	if err := run(context.Background(), []string{"verify"}, &out, &errb); !errors.Is(err, errUsage) {

@@ -1,0 +1,157 @@
+package steward
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"meshd/steward/internal/framelog"
+	"meshd/wire"
+)
+
+// ErrPinned is wrapped when a log does not reach what its verifier pinned:
+// a head it saw before, or a count. It means the log was rolled back,
+// truncated, or is another log.
+var ErrPinned = errors.New("receipt log does not match what was pinned")
+
+// VerifyOptions tune VerifyLog.
+type VerifyOptions struct {
+	// Trusted, if set, is the only key accepted; otherwise the first
+	// record's (or the anchor's) key, printed for the caller to compare.
+	Trusted ed25519.PublicKey
+	// Anchor, if set, is a checkpoint trusted as the starting point:
+	// verification starts after its head, so segments before it may be
+	// archived away.
+	Anchor *SignedCheckpoint
+	// ExpectHead, if set, must be the content id of some envelope of the
+	// chain; ExpectCount is the least number of receipts the log must hold.
+	ExpectHead  *wire.ContentID
+	ExpectCount uint64
+	// Workers bounds parallel signature checks (0: GOMAXPROCS).
+	Workers int
+	// Visit sees every verified receipt in order.
+	Visit func(*Opened) error
+}
+
+// VerifyLog verifies the receipt log at path without changing it or taking
+// its lock: every record from genesis (or from opt.Anchor) across all
+// segments — signature, field rules, sequence and prev links — and every
+// checkpoint in the log's checkpoints file against the chain it describes.
+// path is a log directory, or a single segment file. A torn final write is
+// reported in the ScanReport, not as an error.
+func VerifyLog(ctx context.Context, path string, opt VerifyOptions) (*ScanReport, error) {
+	rep, err := verifyLog(ctx, path, opt)
+	if err != nil {
+		return nil, fmt.Errorf("verify receipt log %s: %w", path, err)
+	}
+	return rep, nil
+}
+
+func verifyLog(ctx context.Context, path string, opt VerifyOptions) (*ScanReport, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	var segs []segment
+	var cks []*SignedCheckpoint
+	trusted := opt.Trusted
+	if a := opt.Anchor; a != nil {
+		if trusted != nil && !bytes.Equal(trusted, a.Key) {
+			return nil, fmt.Errorf("%w: the anchor is signed by %x, not by the trusted steward %x", ErrCheckpoint, []byte(a.Key), []byte(trusted))
+		}
+		trusted = a.Key
+	}
+	switch {
+	case fi.IsDir():
+		if segs, err = listSegments(path); err != nil {
+			return nil, err
+		}
+		if _, cks, _, err = readCheckpoints(ctx, path, trusted, false); err != nil {
+			return nil, err
+		}
+	case fi.Mode().IsRegular():
+		first := uint64(0)
+		name := filepath.Base(path)
+		if n, err := strconv.ParseUint(strings.TrimSuffix(name, segmentSuffix), 10, 64); err == nil && name == SegmentName(n) {
+			first = n
+		}
+		segs = []segment{{first: first, path: path}}
+	default:
+		return nil, fmt.Errorf("%s is neither a log directory nor a segment file (%s)", path, fi.Mode().Type())
+	}
+	c := newChain(trusted, opt.Workers, opt.Visit)
+	found := opt.ExpectHead == nil
+	if opt.Anchor != nil && opt.ExpectHead != nil && opt.Anchor.HeadID == *opt.ExpectHead {
+		found = true
+	}
+	// Checkpoints before the anchor describe segments that may be archived.
+	i := 0
+	for i < len(cks) && opt.Anchor != nil && cks[i].Count <= opt.Anchor.Count {
+		i++
+	}
+	matched := 0
+	c.at = func(seq uint64, seg string, off, end int64, id wire.ContentID) error {
+		if !found && id == *opt.ExpectHead {
+			found = true
+		}
+		for i < len(cks) && cks[i].Count-1 == seq {
+			cp := cks[i]
+			if cp.HeadID != id || SegmentName(cp.Segment) != seg || int64(cp.HeadOffset) != off || int64(cp.End) != end {
+				return &DamageError{Sequence: seq, Segment: seg, Offset: off, Err: fmt.Errorf("%w %d (count %d) does not match the log: it names %s in %s at %d..%d, the log has %s at %d..%d",
+					ErrCheckpoint, i, cp.Count, cp.HeadID, SegmentName(cp.Segment), cp.HeadOffset, cp.End, id, off, end)}
+			}
+			matched++
+			i++
+		}
+		return nil
+	}
+	rep, _, _, err := walk(ctx, segs, opt.Anchor, c, false)
+	if err != nil {
+		return nil, err
+	}
+	if i < len(cks) {
+		return nil, &DamageError{Sequence: rep.Records, Segment: checkpointsName, Err: fmt.Errorf("checkpoint %d covers %d receipts but the log holds %d: truncated or rolled back", i, cks[i].Count, rep.Records)}
+	}
+	rep.Checkpoints = matched
+	if len(cks) > 0 {
+		rep.Latest = cks[len(cks)-1]
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: head %s is not in the chain (which ends at sequence %d, head %s)", ErrPinned, *opt.ExpectHead, rep.Records, rep.Head)
+	}
+	if rep.Records < opt.ExpectCount {
+		return nil, fmt.Errorf("%w: %d receipts, want at least %d", ErrPinned, rep.Records, opt.ExpectCount)
+	}
+	return rep, nil
+}
+
+// ScanSegment verifies one segment read from r, whose first record has
+// sequence first (0 for a log's first segment), without a directory: the
+// magic, every frame, every signature and the chain within it.
+func ScanSegment(ctx context.Context, r io.Reader, first uint64, trusted ed25519.PublicKey, visit func(*Opened) error) (*ScanReport, error) {
+	c := newChain(trusted, 0, visit)
+	c.next, c.segFirst = first, first
+	t, err := segFormat.Scan(ctx, r, func(_ uint64, off int64, body []byte) error { return c.add(off, body) })
+	if err == nil {
+		err = c.flush()
+	}
+	if err != nil {
+		var ce *framelog.CorruptError
+		if errors.As(err, &ce) {
+			if ferr := c.flush(); ferr != nil {
+				return nil, ferr
+			}
+			return nil, &DamageError{Sequence: first + ce.Index, Offset: ce.Offset, Err: ce.Err}
+		}
+		return nil, err
+	}
+	return &ScanReport{Records: c.next, Head: c.head, Steward: c.key, Verified: c.checked, Segments: 1,
+		TornBytes: t.Torn, TornAt: t.End, Size: t.End, Last: c.last}, nil
+}
