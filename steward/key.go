@@ -10,6 +10,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"syscall"
 
 	"github.com/veraison/go-cose"
 )
@@ -68,30 +70,51 @@ func (k *Key) Public() ed25519.PublicKey { return k.pub }
 // the public key.
 func (k *Key) ID() string { return hex.EncodeToString(k.pub) }
 
-// Sign signs msg with the steward key.
-func (k *Key) Sign(msg []byte) []byte { return ed25519.Sign(k.priv, msg) }
-
-// Seed returns the 32-byte seed, for conformance metadata only.
-func (k *Key) Seed() []byte { return k.priv.Seed() }
-
 const pemType = "PRIVATE KEY"
+
+// maxKeyFile bounds what LoadKeyFile reads: an Ed25519 PKCS#8 PEM is about
+// 120 bytes, so anything near this size is not a key file.
+const maxKeyFile = 1 << 10
 
 // WriteKeyFile writes k to path as a PKCS#8 PEM file with mode 0600. It
 // refuses to overwrite an existing file: losing a steward key orphans every
 // log it signed.
+//
+// The key is written and synced under a temporary name in the same
+// directory and only then linked to path, which fails if path exists. A
+// write that fails part way therefore leaves no file at path (an empty or
+// partial key file would block every retry) and a crash leaves either no
+// key or a whole one.
 func WriteKeyFile(path string, k *Key) error {
+	return writeKeyFile(path, k, func(w io.Writer, b *pem.Block) error { return pem.Encode(w, b) })
+}
+
+// writeKeyFile is WriteKeyFile with the encoding step passed in, so a test
+// can make the write fail after the temporary file exists.
+func writeKeyFile(path string, k *Key, encode func(io.Writer, *pem.Block) error) (err error) {
 	der, err := x509.MarshalPKCS8PrivateKey(k.priv)
 	if err != nil {
 		return fmt.Errorf("write key %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if _, err := os.Lstat(path); err == nil {
+		// Checked first only to say so before doing any work; the link
+		// below is what guarantees it.
+		return fmt.Errorf("write key %s: refusing to overwrite an existing key file", path)
+	}
+	dir := filepath.Dir(path)
+	// CreateTemp opens with O_EXCL and mode 0600.
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("write key %s: refusing to overwrite an existing key file", path)
-		}
 		return fmt.Errorf("write key %s: %w", path, err)
 	}
-	if err := pem.Encode(f, &pem.Block{Type: pemType, Bytes: der}); err != nil {
+	tmp := f.Name()
+	// The temporary name is never the key: it goes whatever happens.
+	defer func() {
+		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
+			err = fmt.Errorf("write key %s: remove temporary %s: %w", path, tmp, rmErr)
+		}
+	}()
+	if err := encode(f, &pem.Block{Type: pemType, Bytes: der}); err != nil {
 		f.Close()
 		return fmt.Errorf("write key %s: %w", path, err)
 	}
@@ -99,23 +122,45 @@ func WriteKeyFile(path string, k *Key) error {
 		f.Close()
 		return fmt.Errorf("write key %s: %w", path, err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write key %s: %w", path, err)
+	}
+	// Unlike rename, link never replaces an existing path.
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("write key %s: refusing to overwrite an existing key file", path)
+		}
+		return fmt.Errorf("write key %s: %w", path, err)
+	}
+	if err := syncParent(dir); err != nil {
+		return fmt.Errorf("write key %s: %w", path, err)
+	}
+	return nil
+}
+
+// syncParent makes the key's new directory entry durable: without it a
+// crash could lose the name of a key that receipts were already signed with.
+func syncParent(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return d.Close()
 }
 
 // LoadKeyFile reads a key written by WriteKeyFile. A file readable or
 // writable by group or others is refused: such a key can no longer vouch
-// for the receipts it signs.
+// for the receipts it signs. So is anything that is not a regular file of
+// at most 1 KiB, so that a path naming a FIFO or a device can neither hang
+// the caller nor make it read without end.
 func LoadKeyFile(path string) (*Key, error) {
-	st, err := os.Stat(path)
+	b, err := readKeyFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("load key: %w", err)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("load key %s: permissions %#o are too open (want 0600 or stricter)", path, perm)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("load key: %w", err)
+		return nil, err
 	}
 	blk, _ := pem.Decode(b)
 	if blk == nil || blk.Type != pemType {
@@ -130,6 +175,38 @@ func LoadKeyFile(path string) (*Key, error) {
 		return nil, fmt.Errorf("load key %s: not an Ed25519 key (%T)", path, k)
 	}
 	return newKey(priv)
+}
+
+// readKeyFile returns the bytes of a key file after checking what it is.
+// O_NONBLOCK makes opening a FIFO return at once instead of waiting for a
+// writer, and the checks are made on the opened file, not the path, so the
+// file cannot be swapped between check and read.
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("load key: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("load key: %w", err)
+	}
+	switch {
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("load key %s: not a regular file (%s)", path, st.Mode().Type())
+	case st.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("load key %s: permissions %#o are too open (want 0600 or stricter)", path, st.Mode().Perm())
+	case st.Size() > maxKeyFile:
+		return nil, fmt.Errorf("load key %s: %d bytes is too large for a key file (at most %d)", path, st.Size(), maxKeyFile)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("load key %s: %w", path, err)
+	}
+	if len(b) > maxKeyFile { // it grew after the stat
+		return nil, fmt.Errorf("load key %s: more than %d bytes, too large for a key file", path, maxKeyFile)
+	}
+	return b, nil
 }
 
 // ParsePublicKey parses a steward id (64 hex characters).

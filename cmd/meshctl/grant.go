@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"meshd/cmd/internal/cli"
 	"meshd/steward"
 	"meshd/steward/grant"
 	"meshd/wire"
@@ -42,6 +42,8 @@ func grantIssue(args []string, now time.Time, stdout, stderr io.Writer) error {
 	flags := flag.NewFlagSet("grant issue", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	keyPath := flags.String("key", "", "issuer key file (written by meshctl keygen)")
+	var audience keyList
+	flags.Var(&audience, "audience", "steward id (64 hex) that may honour the grant (repeatable; at least one); each keeps its own ledger and may spend the whole budget")
 	holder := flags.String("holder", "", "who the grant is for (recorded, not authenticated)")
 	resource := flags.String("resource", "", `request id (64 hex) the grant covers, or "*" for any request`)
 	budget := flags.Uint64("budget", 0, "joule budget in µJ")
@@ -55,14 +57,14 @@ func grantIssue(args []string, now time.Time, stdout, stderr io.Writer) error {
 	switch {
 	case flags.NArg() != 0:
 		return fmt.Errorf("%w: grant issue takes only flags, got %q", errUsage, flags.Args())
-	case *keyPath == "" || *holder == "" || *resource == "" || *budget == 0 || *expires == "" || *out == "":
-		return fmt.Errorf("%w: grant issue needs -key, -holder, -resource, -budget (> 0), -expires and -o", errUsage)
+	case *keyPath == "" || len(audience) == 0 || *holder == "" || *resource == "" || *budget == 0 || *expires == "" || *out == "":
+		return fmt.Errorf("%w: grant issue needs -key, -audience, -holder, -resource, -budget (> 0), -expires and -o", errUsage)
 	}
 	k, err := steward.LoadKeyFile(*keyPath)
 	if err != nil {
 		return err
 	}
-	g := grant.Grant{Holder: *holder, Action: *action, BudgetUJ: *budget}
+	g := grant.Grant{Audience: audience, Holder: *holder, Action: *action, BudgetUJ: *budget}
 	if *resource == grant.AnyResource {
 		g.AnyRequest = true
 	} else if g.Request, err = wire.ParseContentID(*resource); err != nil {
@@ -82,7 +84,7 @@ func grantIssue(args []string, now time.Time, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\ngrant_id %s\n", *out, s.ID)
-	printGrant(stdout, s)
+	printGrant(stdout, &s.Grant)
 	return nil
 }
 
@@ -99,32 +101,40 @@ func grantShow(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s, err := grant.Open(env, nil)
+	u, err := grant.Inspect(env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", flags.Arg(0), err)
 	}
-	fmt.Fprintf(stdout, "grant_id %s\n", s.ID)
-	printGrant(stdout, s)
-	fmt.Fprintln(stdout, "signature  valid for the issuer key above; whether that issuer is trusted is for `grant verify -issuer` to say")
+	fmt.Fprintf(stdout, "grant_id %s\n", u.ID)
+	printGrant(stdout, &u.Grant)
+	fmt.Fprintln(stdout, "signature  valid for the issuer key above, which is NOT trusted by this command: anyone can sign with a key of their own;\n"+
+		"           `grant verify -issuer KEY -steward ID` says whether a steward trusting KEY would honour it")
 	return nil
 }
 
 func grantVerify(args []string, now time.Time, stdout, stderr io.Writer) error {
 	flags := flag.NewFlagSet("grant verify", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	var issuers issuerList
+	var issuers keyList
 	flags.Var(&issuers, "issuer", "trusted issuer public key, 64 hex (repeatable; at least one)")
+	self := flags.String("steward", "", "steward id (64 hex) that would honour the grant: it must be in the grant's audience")
 	request := flags.String("request", "", "request id (64 hex) the grant must cover for infer")
 	at := flags.String("at", "now", "judge validity at this time: RFC 3339, a duration from now, or now")
 	if err := flags.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if flags.NArg() != 1 || len(issuers) == 0 {
-		return fmt.Errorf("%w: grant verify -issuer KEY [-issuer KEY]... [-request ID] [-at TIME] <file>", errUsage)
+		return fmt.Errorf("%w: grant verify -issuer KEY [-issuer KEY]... [-steward ID] [-request ID] [-at TIME] <file>", errUsage)
 	}
 	when, err := parseWhen(*at, now)
 	if err != nil {
 		return fmt.Errorf("%w: -at: %v", errUsage, err)
+	}
+	var stewardID ed25519.PublicKey
+	if *self != "" {
+		if stewardID, err = steward.ParsePublicKey(*self); err != nil {
+			return fmt.Errorf("%w: -steward: %v", errUsage, err)
+		}
 	}
 	env, err := readEnvelope(flags.Arg(0))
 	if err != nil {
@@ -132,7 +142,7 @@ func grantVerify(args []string, now time.Time, stdout, stderr io.Writer) error {
 	}
 	s, err := grant.Open(env, func(pub ed25519.PublicKey) error {
 		for _, k := range issuers {
-			if bytes.Equal(k, pub) {
+			if k.Equal(pub) {
 				return nil
 			}
 		}
@@ -140,6 +150,15 @@ func grantVerify(args []string, now time.Time, stdout, stderr io.Writer) error {
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", flags.Arg(0), err)
+	}
+	// The same order as a steward's checks (PROFILE.md §14): audience
+	// before the clock.
+	where := "the stewards of its audience (no -steward given, so not checked)"
+	if stewardID != nil {
+		if err := s.Addresses(stewardID); err != nil {
+			return fmt.Errorf("%s: grant %s: %w", flags.Arg(0), s.ID, err)
+		}
+		where = "steward " + hex.EncodeToString(stewardID)
 	}
 	if err := s.ValidAt(when); err != nil {
 		return fmt.Errorf("%s: grant %s: %w", flags.Arg(0), s.ID, err)
@@ -157,15 +176,23 @@ func grantVerify(args []string, now time.Time, stdout, stderr io.Writer) error {
 	} else if s.Action != grant.ActionInfer {
 		return fmt.Errorf("%s: grant %s: %w: grant permits %q, a serve needs %q", flags.Arg(0), s.ID, grant.ErrWrongAction, s.Action, grant.ActionInfer)
 	}
-	fmt.Fprintf(stdout, "grant OK: %s permits infer on %s at %s, budget %d µJ (remaining budget is the steward's ledger's to say)\n",
-		s.ID, scope, when.UTC().Format(time.RFC3339), s.BudgetUJ)
+	fmt.Fprintf(stdout, "grant OK: %s permits infer on %s by %s at %s, budget %d µJ (remaining budget is the steward's ledger's to say)\n",
+		s.ID, scope, where, when.UTC().Format(time.RFC3339), s.BudgetUJ)
 	return nil
 }
 
-func printGrant(w io.Writer, s *grant.Signed) {
-	fmt.Fprintf(w, "issuer     %x\nholder     %q\naction     %s\nresource   %s\nbudget_uj  %d\nnot_before %s\nexpires    %s\nnonce      %x\n",
-		[]byte(s.Issuer), s.Holder, s.Action, s.Resource(), s.BudgetUJ,
-		s.NotBefore.UTC().Format(time.RFC3339Nano), s.Expires.UTC().Format(time.RFC3339Nano), s.Nonce[:])
+func printGrant(w io.Writer, g *grant.Grant) {
+	fmt.Fprintf(w, "issuer     %x\n", []byte(g.Issuer))
+	for i, k := range g.Audience {
+		label := "audience"
+		if i > 0 {
+			label = ""
+		}
+		fmt.Fprintf(w, "%-10s %x\n", label, []byte(k))
+	}
+	fmt.Fprintf(w, "holder     %q\naction     %s\nresource   %s\nbudget_uj  %d\nnot_before %s\nexpires    %s\nnonce      %x\n",
+		g.Holder, g.Action, g.Resource(), g.BudgetUJ,
+		g.NotBefore.UTC().Format(time.RFC3339Nano), g.Expires.UTC().Format(time.RFC3339Nano), g.Nonce[:])
 }
 
 // parseWhen reads an absolute RFC 3339 time, a signed Go duration from
@@ -184,9 +211,13 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(d), nil
 }
 
+// maxGrantFile bounds a grant file: the largest envelope, as hex, with
+// room for the whitespace around it.
+const maxGrantFile = 2*grant.MaxEnvelope + 256
+
 // readEnvelope reads a grant file, binary or hex.
 func readEnvelope(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := cli.ReadFileLimit(path, maxGrantFile)
 	if err != nil {
 		return nil, err
 	}
@@ -215,10 +246,10 @@ func writeNew(path string, b []byte) error {
 	return f.Close()
 }
 
-// issuerList collects repeated -issuer keys.
-type issuerList []ed25519.PublicKey
+// keyList collects a repeated flag of public keys (issuers, stewards).
+type keyList []ed25519.PublicKey
 
-func (l *issuerList) String() string {
+func (l *keyList) String() string {
 	s := make([]string, len(*l))
 	for i, k := range *l {
 		s[i] = hex.EncodeToString(k)
@@ -226,7 +257,7 @@ func (l *issuerList) String() string {
 	return strings.Join(s, ",")
 }
 
-func (l *issuerList) Set(v string) error {
+func (l *keyList) Set(v string) error {
 	k, err := steward.ParsePublicKey(v)
 	if err != nil {
 		return err

@@ -17,6 +17,11 @@ func cmdKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	// A stray argument is most likely a key path given without -o; writing
+	// the key to the default path instead would surprise.
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: keygen takes only flags (-o FILE), got %q", errUsage, fs.Args())
+	}
 	k, err := steward.GenerateKey(rand.Reader)
 	if err != nil {
 		return err

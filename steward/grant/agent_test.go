@@ -5,7 +5,9 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,6 +58,12 @@ type stack struct {
 }
 
 type stackOptions struct {
+	// steward seals the receipts and names this steward in grants; nil
+	// means stewardKey().
+	steward *steward.Key
+	// authFor, if set, is the steward id the authoriser is built for
+	// instead of the steward's own.
+	authFor ed25519.PublicKey
 	trusted []ed25519.PublicKey
 	require bool
 	noAuth  bool
@@ -72,18 +80,19 @@ func stewardKey() *steward.Key {
 }
 
 func openStack(dir string, o stackOptions) (*stack, error) {
-	s := &stack{dir: dir, key: stewardKey()}
-	var col ledger.Collector
-	log, _, err := steward.OpenLog(filepath.Join(dir, "receipts"), steward.LogOptions{Trusted: s.key.Public(), Visit: col.Visit})
+	s := &stack{dir: dir, key: o.steward}
+	if s.key == nil {
+		s.key = stewardKey()
+	}
+	// Checkpoints and ledger snapshots come often, so that every crash and
+	// restart below also crosses them.
+	st, err := grant.OpenStores(context.Background(), filepath.Join(dir, "receipts"), filepath.Join(dir, "ledger"), s.key,
+		steward.LogOptions{CheckpointEvery: 3}, ledger.Options{CompactEvery: 4, Clock: func() time.Time { return t0 }})
 	if err != nil {
 		return nil, err
 	}
-	s.log = log
-	s.led, s.rec, err = ledger.Open(filepath.Join(dir, "ledger"), col.Charges(), ledger.Options{})
-	if err != nil {
-		log.Close()
-		return nil, err
-	}
+	log := st.Log
+	s.log, s.led, s.rec = log, st.Ledger, st.Recovery
 	if o.work == 0 {
 		o.work = 1
 	}
@@ -100,7 +109,11 @@ func openStack(dir string, o stackOptions) (*stack, error) {
 	}
 	if !o.noAuth {
 		clock := func() time.Time { return t0 }
-		cfg.Grants, err = grant.NewAuthoriser(grant.Config{Trusted: o.trusted, Ledger: s.led, Clock: clock})
+		self := s.key.Public()
+		if o.authFor != nil {
+			self = o.authFor
+		}
+		cfg.Grants, err = grant.NewAuthoriser(grant.Config{Steward: self, Trusted: o.trusted, Ledger: s.led, Clock: clock})
 		if err != nil {
 			s.close()
 			return nil, err
@@ -141,8 +154,8 @@ func request(tag string, floor wire.Fidelity) (wire.ServeRequest, []byte) {
 func debits(t testing.TB, s *stack, g wire.ContentID) (sum uint64, receipts int) {
 	t.Helper()
 	holds := map[uint64]uint64{}
-	_, err := steward.VerifyLogFile(filepath.Join(s.dir, "receipts"), s.key.Public(), func(o *steward.Opened) error {
-		c, ok, err := ledger.ChargeOf(o.Receipt)
+	_, err := steward.VerifyLog(context.Background(), filepath.Join(s.dir, "receipts"), steward.VerifyOptions{Trusted: s.key.Public(), Visit: func(o *steward.Opened) error {
+		c, ok, err := grant.ChargeOf(o.Receipt)
 		if err != nil || !ok || c.Grant != g {
 			return err
 		}
@@ -153,7 +166,7 @@ func debits(t testing.TB, s *stack, g wire.ContentID) (sum uint64, receipts int)
 		sum += c.ChargedUJ
 		receipts++
 		return nil
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,6 +357,12 @@ func TestGrantPolicy(t *testing.T) {
 			t.Fatal("accepted")
 		}
 	})
+	t.Run("authoriser for another steward", func(t *testing.T) {
+		if _, err := openStack(t.TempDir(), stackOptions{trusted: trusted, authFor: stranger.Public()}); err == nil ||
+			!strings.Contains(err.Error(), "grant authoriser is for steward") {
+			t.Fatalf("an agent took an authoriser for another steward id: %v", err)
+		}
+	})
 }
 
 // A serve can cost more than its ceiling (here the prompt has more words
@@ -375,5 +394,102 @@ func TestOverrunDebitsAtMostTheCeiling(t *testing.T) {
 	}
 	if sum, _ := debits(t, s, gr.ID); sum != b.SpentUJ {
 		t.Fatalf("receipts debit %d, ledger spent %d", sum, b.SpentUJ)
+	}
+}
+
+// Two stewards that trust one issuer keep separate ledgers, so a grant
+// either could honour would be spent in full at each (one 40 000 µJ grant
+// once yielded 48 000 µJ at two stewards). A grant names its audience: the
+// other steward refuses it before touching its ledger or engine.
+func TestAudienceClosesTheTwoStewardDoubleSpend(t *testing.T) {
+	issuer := key(t, 1)
+	stewardA, stewardB := key(t, 5), key(t, 6)
+	trusted := []ed25519.PublicKey{issuer.Public()}
+	a := mustStack(t, stackOptions{steward: stewardA, trusted: trusted})
+	b := mustStack(t, stackOptions{steward: stewardB, trusted: trusted})
+
+	// Two ceilings' worth: each steward serves twice at 12 000 µJ, then
+	// the 16 000 µJ left no longer covers a ceiling.
+	const budget = 2 * ceilingUJ
+	g := base()
+	g.AnyRequest, g.BudgetUJ = true, budget
+	g.Audience = []ed25519.PublicKey{stewardA.Public()}
+	forA := issue(t, issuer, g)
+	g.Audience = []ed25519.PublicKey{stewardB.Public()}
+	forB := issue(t, issuer, g)
+
+	// spend serves on env at s until the first refusal.
+	spend := func(s *stack, env []byte, tag string) (debited uint64, served int, refusal error) {
+		t.Helper()
+		for i := 0; i < 10; i++ {
+			req, prompt := request(fmt.Sprint(tag, i), wire.F1)
+			resp, err := s.agent.ServeGranted(ctx, req, prompt, env)
+			if err != nil {
+				return debited, served, err
+			}
+			debited += *resp.Sealed.Receipt.GrantDebitUJ
+			served++
+		}
+		t.Fatalf("%s: ten serves on a %d µJ grant", tag, budget)
+		return
+	}
+	ledgerSize := func(s *stack) int64 {
+		st, err := os.Stat(filepath.Join(s.dir, "ledger"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+
+	type stewardSide struct {
+		name    string
+		s       *stack
+		own     *grant.Signed
+		foreign *grant.Signed
+		self    *steward.Key
+		owner   *steward.Key
+	}
+	for _, side := range []stewardSide{
+		{"A", a, forA, forB, stewardA, stewardB},
+		{"B", b, forB, forA, stewardB, stewardA},
+	} {
+		// The foreign grant first, on a fresh steward: it must leave no
+		// trace, not even an account.
+		size, calls := ledgerSize(side.s), side.s.backend.calls.Load()
+		_, served, err := spend(side.s, side.foreign.Envelope, "foreign-"+side.name)
+		if served != 0 || !errors.Is(err, grant.ErrWrongAudience) {
+			t.Fatalf("steward %s served %d on a grant for the other steward, then: %v; want ErrWrongAudience", side.name, served, err)
+		}
+		if !strings.Contains(err.Error(), side.owner.ID()) || !strings.Contains(err.Error(), side.self.ID()) {
+			t.Errorf("the refusal does not name both stewards: %v", err)
+		}
+		if _, ok := side.s.led.Balance(side.foreign.ID); ok {
+			t.Errorf("steward %s opened an account for a grant not addressed to it", side.name)
+		}
+		if ledgerSize(side.s) != size || side.s.backend.calls.Load() != calls || side.s.log.Next() != 0 {
+			t.Errorf("steward %s: the refused grant reached the ledger, the engine or the log", side.name)
+		}
+
+		// Its own grant works, up to its budget and no further.
+		debited, served, err := spend(side.s, side.own.Envelope, "own-"+side.name)
+		if !errors.Is(err, grant.ErrBudgetExhausted) || served != 2 || debited != 2*chargeUJ {
+			t.Fatalf("steward %s on its own grant: served %d, debited %d µJ, then %v", side.name, served, debited, err)
+		}
+		if bal := mustBalance(t, side.s.led, side.own.ID); bal.SpentUJ != debited || bal.RemainingUJ != budget-debited {
+			t.Fatalf("steward %s balance %+v after debiting %d µJ", side.name, bal, debited)
+		}
+	}
+
+	// Across both stewards each grant was spent once: never more than its
+	// budget in total.
+	for _, gr := range []*grant.Signed{forA, forB} {
+		var total uint64
+		for _, s := range []*stack{a, b} {
+			sum, _ := debits(t, s, gr.ID)
+			total += sum
+		}
+		if total != 2*chargeUJ || total > budget {
+			t.Fatalf("grant %s: %d µJ debited across two stewards, budget %d", gr.ID, total, budget)
+		}
 	}
 }

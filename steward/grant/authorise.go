@@ -19,6 +19,9 @@ const DefaultCacheSize = 1024
 
 // Config assembles an Authoriser.
 type Config struct {
+	// Steward is this steward's public key (its id): only grants whose
+	// audience names it are honoured. Required.
+	Steward ed25519.PublicKey
 	// Trusted are the issuer keys whose grants are honoured.
 	Trusted []ed25519.PublicKey
 	// Ledger holds the budgets; it must be open (and reconciled).
@@ -32,6 +35,7 @@ type Config struct {
 
 // Authoriser runs phase 1 of a serve. It is safe for concurrent use.
 type Authoriser struct {
+	steward ed25519.PublicKey
 	trusted map[[ed25519.PublicKeySize]byte]bool
 	ledger  *ledger.Ledger
 	clock   func() time.Time
@@ -40,7 +44,7 @@ type Authoriser struct {
 	mu sync.RWMutex
 	// cache maps a grant id to its verified grant. The id is the hash of
 	// the exact envelope bytes, so a hit proves these bytes were verified
-	// (against the same, immutable, trust set) before.
+	// (against the same, immutable, trust set and steward) before.
 	cache map[wire.ContentID]*Signed
 }
 
@@ -49,10 +53,14 @@ func NewAuthoriser(cfg Config) (*Authoriser, error) {
 	if cfg.Ledger == nil {
 		return nil, errors.New("grant authoriser: a ledger is required")
 	}
+	if len(cfg.Steward) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("grant authoriser: the steward key is %d bytes, want %d", len(cfg.Steward), ed25519.PublicKeySize)
+	}
 	if len(cfg.Trusted) == 0 {
 		return nil, errors.New("grant authoriser: no trusted issuer keys")
 	}
-	a := &Authoriser{trusted: map[[ed25519.PublicKeySize]byte]bool{}, ledger: cfg.Ledger, clock: cfg.Clock, size: cfg.CacheSize}
+	a := &Authoriser{steward: bytes.Clone(cfg.Steward), trusted: map[[ed25519.PublicKeySize]byte]bool{},
+		ledger: cfg.Ledger, clock: cfg.Clock, size: cfg.CacheSize}
 	for i, k := range cfg.Trusted {
 		if len(k) != ed25519.PublicKeySize {
 			return nil, fmt.Errorf("grant authoriser: trusted key %d is %d bytes, want %d", i, len(k), ed25519.PublicKeySize)
@@ -71,6 +79,9 @@ func NewAuthoriser(cfg Config) (*Authoriser, error) {
 	return a, nil
 }
 
+// Steward returns the public key of the steward the Authoriser serves.
+func (a *Authoriser) Steward() ed25519.PublicKey { return bytes.Clone(a.steward) }
+
 func (a *Authoriser) trust(pub ed25519.PublicKey) error {
 	if !a.trusted[[ed25519.PublicKeySize]byte(pub)] {
 		return fmt.Errorf("%w: %x", ErrUnknownIssuer, []byte(pub))
@@ -78,8 +89,11 @@ func (a *Authoriser) trust(pub ed25519.PublicKey) error {
 	return nil
 }
 
-// Verify opens env against the trusted issuers, from the cache when these
-// exact bytes were verified before.
+// Verify opens env against the trusted issuers and checks that the grant is
+// addressed to this steward, from the cache when these exact bytes passed
+// before. Both checks depend only on the bytes and the Authoriser's fixed
+// configuration, so, unlike the clock and the budget, they need judging
+// only once per grant.
 func (a *Authoriser) Verify(env []byte) (*Signed, error) {
 	if len(env) == 0 || len(env) > MaxEnvelope {
 		return nil, fmt.Errorf("%w: envelope of %d bytes (want 1..%d)", ErrMalformed, len(env), MaxEnvelope)
@@ -96,6 +110,9 @@ func (a *Authoriser) Verify(env []byte) (*Signed, error) {
 	s, err := open(env, id, a.trust)
 	if err != nil {
 		return nil, err
+	}
+	if err := s.Addresses(a.steward); err != nil {
+		return nil, fmt.Errorf("grant %s: %w", s.ID, err)
 	}
 	// Keep a private copy: the caller may reuse its buffer.
 	s.Envelope = bytes.Clone(env)
@@ -123,7 +140,8 @@ type Hold struct {
 	closed   atomic.Bool
 }
 
-// Settle closes the hold at the energy the sealed receipt charged.
+// Settle closes the hold at the sealed receipt's debit, x_grant_debit_uj:
+// the charged figure capped at the hold.
 func (h *Hold) Settle(chargedUJ uint64) error {
 	if !h.closed.CompareAndSwap(false, true) {
 		return fmt.Errorf("grant hold %d: already closed", h.ID)
@@ -140,12 +158,13 @@ func (h *Hold) Release() error {
 }
 
 // Authorise is phase 1 of a serve (mesh/1 §2, §7 item 1): it verifies the
-// grant envelope against the trusted issuers, checks the validity interval
-// at the Authoriser's clock, that the grant permits infer on the request
-// with content id request, and that its remaining budget covers the
-// request's joule ceiling, and then takes a durable hold of the ceiling.
-// Every refusal wraps one of the package's sentinel errors and leaves the
-// ledger unchanged.
+// grant envelope against the trusted issuers, checks that its audience
+// names this steward, the validity interval at the Authoriser's clock,
+// that the grant permits infer on the request with content id request, and
+// that its remaining budget covers the request's joule ceiling, and then
+// takes a durable hold of the ceiling. The order is PROFILE.md §14's. Every
+// refusal wraps one of the package's sentinel errors and leaves the ledger
+// unchanged.
 func (a *Authoriser) Authorise(ctx context.Context, env []byte, request wire.ContentID, ceilingUJ uint64) (*Hold, error) {
 	s, err := a.Verify(env)
 	if err != nil {
@@ -160,7 +179,7 @@ func (a *Authoriser) Authorise(ctx context.Context, env []byte, request wire.Con
 	if ceilingUJ == 0 {
 		return nil, fmt.Errorf("authorise: grant %s: %w: joule_ceiling_uj is zero", s.ID, wire.ErrBadRequest)
 	}
-	id, err := a.ledger.Hold(ctx, s.ID, s.BudgetUJ, ceilingUJ)
+	id, err := a.ledger.HoldUntil(ctx, s.ID, s.BudgetUJ, s.Expires, ceilingUJ)
 	if err != nil {
 		return nil, fmt.Errorf("authorise: %w", err)
 	}

@@ -1,16 +1,21 @@
 // Package grant owns meshd's JCP grants (mesh/1 §2 phase 1): the signed
-// statement by an issuer that a holder may perform an action on a resource
-// within a joule budget and a validity interval; issuing and opening such
-// grants; and authorising a serve against one, which verifies the grant and
-// takes a durable hold of the request's joule ceiling on the grant's budget
-// in the ledger before any work is done.
+// statement by an issuer that a holder may perform an action on a resource,
+// at the stewards it names, within a joule budget and a validity interval;
+// issuing, opening and inspecting such grants; authorising a serve against
+// one, which verifies the grant and takes a durable hold of the request's
+// joule ceiling on the grant's budget in the ledger before any work is
+// done; and reading back from a steward's receipt log what its receipts
+// debited, to reconcile the ledger (Collector).
 //
 // The wire form (PROFILE.md §14) is a deterministic CBOR map with
 // text keys and only text and unsigned integer values, signed as a tagged
 // COSE_Sign1 with Ed25519 exactly like a receipt; the grant id is the
 // BLAKE3 content id of the envelope bytes. An envelope must be in its one
 // canonical encoding, so a holder cannot mint a fresh grant id (and a fresh
-// budget) by re-encoding a grant it was given.
+// budget) by re-encoding a grant it was given. Each steward keeps its own
+// ledger, so a grant names its audience: a steward honours only grants
+// addressed to it, and a grant cannot be spent in full at every steward
+// that trusts its issuer.
 package grant
 
 import (
@@ -20,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -44,7 +50,11 @@ const NonceSize = 16
 const (
 	maxHolder = 256
 	maxAction = 64
-	// MaxEnvelope bounds a grant envelope; real ones are about 410 bytes.
+	// MaxAudience bounds the stewards one grant may name: 32 ids of 65
+	// bytes on the wire keep the largest grant well inside MaxEnvelope.
+	MaxAudience = 32
+	// MaxEnvelope bounds a grant envelope; one naming a single steward is
+	// about 490 bytes.
 	MaxEnvelope = 4096
 )
 
@@ -58,6 +68,7 @@ var (
 	ErrExpired       = errors.New("grant has expired")
 	ErrWrongAction   = errors.New("grant does not permit this action")
 	ErrWrongResource = errors.New("grant does not cover this request")
+	ErrWrongAudience = errors.New("grant is not addressed to this steward")
 	// ErrBudgetExhausted is the ledger's own sentinel, so a refusal from
 	// either package matches both.
 	ErrBudgetExhausted = ledger.ErrExhausted
@@ -71,6 +82,10 @@ type Grant struct {
 	// cannot check it: a serve carries no caller identity, so a grant is a
 	// bearer capability.
 	Holder string
+	// Audience are the stewards (their public keys, the steward ids) that
+	// may honour the grant, in ascending order once issued or opened. Each
+	// keeps its own ledger, so the issuer's exposure is BudgetUJ at each.
+	Audience []ed25519.PublicKey
 	// Action is the permitted action; a serve needs ActionInfer.
 	Action string
 	// Request is the one request the grant covers, unless AnyRequest.
@@ -91,8 +106,20 @@ func (g *Grant) Resource() string {
 	return g.Request.String()
 }
 
-// Signed is an opened (or freshly issued) grant envelope.
+// Signed is an opened (or freshly issued) grant envelope: signed by an
+// issuer the caller trusts.
 type Signed struct {
+	Grant
+	Envelope []byte
+	// ID is the grant_id: the content id of Envelope.
+	ID wire.ContentID
+}
+
+// Untrusted is a grant envelope that is well formed and signed by the key
+// it names as its issuer, and nothing more: anyone can make one with a key
+// of their own. It is a type of its own, not a Signed, so that it cannot
+// be mistaken for a grant some trust decision accepted.
+type Untrusted struct {
 	Grant
 	Envelope []byte
 	// ID is the grant_id: the content id of Envelope.
@@ -103,6 +130,7 @@ type Signed struct {
 type payload struct {
 	Profile   *string `cbor:"jcp_grant"`
 	Issuer    *string `cbor:"issuer"`
+	Audience  *string `cbor:"audience"`
 	Holder    *string `cbor:"holder"`
 	Action    *string `cbor:"action"`
 	Resource  *string `cbor:"resource"`
@@ -117,6 +145,8 @@ func (g *Grant) Check() error {
 	switch {
 	case len(g.Issuer) != ed25519.PublicKeySize:
 		return fmt.Errorf("%w: issuer must be a %d-byte Ed25519 public key", ErrMalformed, ed25519.PublicKeySize)
+	case len(g.Audience) == 0 || len(g.Audience) > MaxAudience:
+		return fmt.Errorf("%w: audience must name 1..%d stewards, not %d", ErrMalformed, MaxAudience, len(g.Audience))
 	case g.Holder == "" || len(g.Holder) > maxHolder || !utf8.ValidString(g.Holder):
 		return fmt.Errorf("%w: holder must be 1..%d bytes of UTF-8", ErrMalformed, maxHolder)
 	case g.Action == "" || len(g.Action) > maxAction || !utf8.ValidString(g.Action):
@@ -131,7 +161,29 @@ func (g *Grant) Check() error {
 		return fmt.Errorf("%w: expires (%s) is not after not_before (%s)", ErrMalformed,
 			g.Expires.UTC().Format(time.RFC3339Nano), g.NotBefore.UTC().Format(time.RFC3339Nano))
 	}
+	seen := make(map[[ed25519.PublicKeySize]byte]bool, len(g.Audience))
+	for i, k := range g.Audience {
+		if len(k) != ed25519.PublicKeySize {
+			return fmt.Errorf("%w: audience entry %d must be a %d-byte Ed25519 public key", ErrMalformed, i, ed25519.PublicKeySize)
+		}
+		if seen[[ed25519.PublicKeySize]byte(k)] {
+			return fmt.Errorf("%w: audience names steward %x twice", ErrMalformed, []byte(k))
+		}
+		seen[[ed25519.PublicKeySize]byte(k)] = true
+	}
 	return nil
+}
+
+// audienceText is the wire form of the audience: the steward ids in
+// ascending order, joined by commas. Fixed-length lower-case hex sorts as
+// its bytes do, so the order is that of the keys.
+func (g *Grant) audienceText() string {
+	ids := make([]string, len(g.Audience))
+	for i, k := range g.Audience {
+		ids[i] = hex.EncodeToString(k)
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
 }
 
 // encode returns the deterministic CBOR payload of g.
@@ -139,9 +191,9 @@ func (g *Grant) encode() ([]byte, error) {
 	if err := g.Check(); err != nil {
 		return nil, err
 	}
-	profile, issuer, resource, nonce := Profile, hex.EncodeToString(g.Issuer), g.Resource(), hex.EncodeToString(g.Nonce[:])
+	profile, issuer, audience, resource, nonce := Profile, hex.EncodeToString(g.Issuer), g.audienceText(), g.Resource(), hex.EncodeToString(g.Nonce[:])
 	nb, ex := uint64(g.NotBefore.UnixMilli()), uint64(g.Expires.UnixMilli())
-	b, err := wire.EncMode().Marshal(payload{&profile, &issuer, &g.Holder, &g.Action, &resource, &g.BudgetUJ, &nb, &ex, &nonce})
+	b, err := wire.EncMode().Marshal(payload{&profile, &issuer, &audience, &g.Holder, &g.Action, &resource, &g.BudgetUJ, &nb, &ex, &nonce})
 	if err != nil {
 		return nil, fmt.Errorf("encode grant: %w", err)
 	}
@@ -149,9 +201,12 @@ func (g *Grant) encode() ([]byte, error) {
 }
 
 // Issue signs g with the issuer key k, filling in g.Issuer from k and, if
-// the nonce is all zero, a fresh nonce from rand.
+// the nonce is all zero, a fresh nonce from rand. The audience may be given
+// in any order; the returned grant lists it in its signed, ascending order.
 func Issue(k *steward.Key, g Grant, rand io.Reader) (*Signed, error) {
 	g.Issuer = k.Public()
+	g.Audience = slices.Clone(g.Audience)
+	slices.SortFunc(g.Audience, func(a, b ed25519.PublicKey) int { return bytes.Compare(a, b) })
 	// The wire carries milliseconds; the returned Grant states exactly
 	// what was signed.
 	g.NotBefore = time.UnixMilli(g.NotBefore.UnixMilli()).UTC()
@@ -173,22 +228,36 @@ func Issue(k *steward.Key, g Grant, rand io.Reader) (*Signed, error) {
 }
 
 // Open verifies a grant envelope: canonical COSE_Sign1 structure, the trust
-// decision on the issuer key (made before the signature is checked; nil
-// trusts any key, for inspection only), the signature, and strict decoding
-// of the payload with every field rule. It does not judge the validity
-// interval, the action, the resource or the budget: see Permits and ValidAt.
+// decision on the issuer key (made before the signature is checked: trust
+// returns an error wrapping ErrUnknownIssuer for a key it does not trust),
+// the signature, and strict decoding of the payload with every field rule.
+// It does not judge the audience, the validity interval, the action, the
+// resource or the budget: see Addresses, ValidAt and Permits. A nil trust
+// is refused; Inspect is for looking at a grant without trusting it.
 func Open(env []byte, trust func(ed25519.PublicKey) error) (*Signed, error) {
+	if trust == nil {
+		return nil, errors.New("open grant: no trust decision given (use Inspect to view a grant from any issuer)")
+	}
 	if len(env) == 0 || len(env) > MaxEnvelope {
 		return nil, fmt.Errorf("%w: envelope of %d bytes (want 1..%d)", ErrMalformed, len(env), MaxEnvelope)
 	}
 	return open(env, wire.ContentOf(env), trust)
 }
 
+// Inspect checks everything Open does except whether the issuer is
+// trusted: the signature is verified against the key the envelope itself
+// names, which proves only that its holder signed it. It is for showing a
+// grant, never for honouring one.
+func Inspect(env []byte) (*Untrusted, error) {
+	s, err := Open(env, func(ed25519.PublicKey) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	return &Untrusted{Grant: s.Grant, Envelope: s.Envelope, ID: s.ID}, nil
+}
+
 // open is Open for an envelope whose size is checked and id computed.
 func open(env []byte, id wire.ContentID, trust func(ed25519.PublicKey) error) (*Signed, error) {
-	if trust == nil {
-		trust = func(ed25519.PublicKey) error { return nil }
-	}
 	p, pub, err := steward.OpenTrusted(env, trust)
 	switch {
 	case errors.Is(err, ErrUnknownIssuer):
@@ -291,7 +360,7 @@ func decode(b []byte) (*Grant, error) {
 		name    string
 		missing bool
 	}{
-		{"jcp_grant", p.Profile == nil}, {"issuer", p.Issuer == nil}, {"holder", p.Holder == nil},
+		{"jcp_grant", p.Profile == nil}, {"issuer", p.Issuer == nil}, {"audience", p.Audience == nil}, {"holder", p.Holder == nil},
 		{"action", p.Action == nil}, {"resource", p.Resource == nil}, {"budget_uj", p.BudgetUJ == nil},
 		{"not_before_unix_ms", p.NotBefore == nil}, {"expires_unix_ms", p.Expires == nil}, {"nonce", p.Nonce == nil},
 	} {
@@ -308,6 +377,9 @@ func decode(b []byte) (*Grant, error) {
 		return nil, fmt.Errorf("%w: issuer: %v", ErrMalformed, err)
 	}
 	g.Issuer = issuer
+	if g.Audience, err = parseAudience(*p.Audience); err != nil {
+		return nil, fmt.Errorf("%w: audience: %v", ErrMalformed, err)
+	}
 	if *p.Resource == AnyResource {
 		g.AnyRequest = true
 	} else {
@@ -342,6 +414,27 @@ func decode(b []byte) (*Grant, error) {
 	return g, nil
 }
 
+// parseAudience reads the wire form of the audience, refusing any but the
+// one Issue writes: 1..MaxAudience ids, ascending, none repeated.
+func parseAudience(s string) ([]ed25519.PublicKey, error) {
+	ids := strings.Split(s, ",")
+	if len(ids) > MaxAudience {
+		return nil, fmt.Errorf("%d steward ids, at most %d allowed", len(ids), MaxAudience)
+	}
+	keys := make([]ed25519.PublicKey, len(ids))
+	for i, id := range ids {
+		k, err := lowerHex(id, ed25519.PublicKeySize)
+		if err != nil {
+			return nil, fmt.Errorf("steward id %d: %v", i, err)
+		}
+		if i > 0 && id <= ids[i-1] {
+			return nil, fmt.Errorf("steward ids must be in ascending order without repeats (id %d is %s after %s)", i, id, ids[i-1])
+		}
+		keys[i] = k
+	}
+	return keys, nil
+}
+
 func lowerHex(s string, size int) ([]byte, error) {
 	if len(s) != 2*size {
 		return nil, fmt.Errorf("want %d lower-case hex characters, got %d characters", 2*size, len(s))
@@ -366,6 +459,21 @@ func (g *Grant) ValidAt(t time.Time) error {
 			g.Expires.UTC().Format(time.RFC3339Nano), t.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
+}
+
+// Addresses reports whether the grant's audience includes the steward
+// whose public key (steward id) is self: only those stewards may honour it.
+func (g *Grant) Addresses(self ed25519.PublicKey) error {
+	for _, k := range g.Audience {
+		if bytes.Equal(k, self) {
+			return nil
+		}
+	}
+	ids := make([]string, len(g.Audience))
+	for i, k := range g.Audience {
+		ids[i] = hex.EncodeToString(k)
+	}
+	return fmt.Errorf("%w: it is for stewards [%s], not this steward %x", ErrWrongAudience, strings.Join(ids, " "), []byte(self))
 }
 
 // Permits reports whether the grant's capability allows action on the

@@ -5,28 +5,44 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"math/bits"
 	"os"
+	"path/filepath"
 	"sync"
+	"time"
 
+	"meshd/steward/internal/framelog"
 	"meshd/wire"
 )
 
-var magic = []byte("MESHLDG1")
+// format is the ledger's framing: the shared framelog frames after the
+// magic "MESHLDG2".
+var format = framelog.Format{Magic: "MESHLDG2", MaxBody: maxBody}
 
+// oldMagic is the magic of the previous format, refused with ErrOldFormat.
+const oldMagic = "MESHLDG1"
+
+// Record types and their body sizes (type byte included).
 const (
-	frameHeader = 8
-	recAccount  = 'A'
-	recHold     = 'H'
-	recSettle   = 'S'
-	recRelease  = 'R'
+	recAccount  = 'A' // grant_id[32] budget u64 expires_unix_ms u64
+	recHold     = 'H' // hold u64 grant_id[32] amount u64
+	recSettle   = 'S' // hold u64 charged u64
+	recRelease  = 'R' // hold u64
+	recSnapAcct = 'P' // grant_id[32] budget u64 spent u64 expires_unix_ms u64
+	recSnapHold = 'O' // hold u64 grant_id[32] amount u64
+	recSnapEnd  = 'E' // next_hold u64 anchor_count u64 anchor_head[32]
+
+	sizeAccount  = 1 + 32 + 8 + 8
+	sizeHold     = 1 + 8 + 32 + 8
+	sizeSettle   = 1 + 8 + 8
+	sizeRelease  = 1 + 8
+	sizeSnapAcct = 1 + 32 + 8 + 8 + 8
+	sizeSnapHold = 1 + 8 + 32 + 8
+	sizeSnapEnd  = 1 + 8 + 8 + 32
+
 	// maxBody bounds a frame so a corrupted length is recognised as such.
 	maxBody = 64
 )
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // Errors wrapped by the ledger.
 var (
@@ -34,21 +50,46 @@ var (
 	ErrExhausted = errors.New("grant budget exhausted")
 	// ErrDamaged: the file is damaged somewhere other than a torn tail.
 	ErrDamaged = errors.New("grant ledger damaged")
+	// ErrOldFormat: the file is a ledger of the previous format (MESHLDG1),
+	// which this version does not read.
+	ErrOldFormat = errors.New("grant ledger is in the previous format (MESHLDG1)")
 	// ErrMismatch: the receipt log and the ledger do not describe the same
-	// history, or a grant was presented with a budget other than the one
-	// recorded for it.
+	// history, or a grant was presented with a budget (or expiry) other
+	// than the one recorded for it.
 	ErrMismatch = errors.New("grant ledger and receipts disagree")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("grant ledger closed")
 	// ErrNoHold: Settle or Release named a hold that is not open.
 	ErrNoHold = errors.New("no such open hold")
+	// ErrLocked: another Ledger, in this process or another, has the
+	// ledger open. The error names the path and, when known, the holder's
+	// pid.
+	ErrLocked = framelog.ErrLocked
 )
+
+// DefaultExpiryGrace is the ExpiryGrace used when Options leaves it zero.
+const DefaultExpiryGrace = 24 * time.Hour
 
 // Options tune Open.
 type Options struct {
 	// NoSync skips fsync. Only for benchmarks that isolate CPU cost: without
 	// it a hold is not durable when granted.
 	NoSync bool
+	// Anchor ties a snapshot to the receipt log; see Compact for what it
+	// must do. Without it the ledger never compacts on its own.
+	Anchor func() (Anchor, error)
+	// CompactEvery, with Anchor set, compacts the ledger automatically once
+	// at least this many records have been appended since the last
+	// snapshot and no hold is open: after a Settle or Release, and at Open
+	// (where a file with records but no snapshot yet is compacted too). 0
+	// never compacts automatically.
+	CompactEvery int
+	// ExpiryGrace is how long after its grant expired an account with no
+	// open hold is kept; a snapshot omits it after that. 0 means
+	// DefaultExpiryGrace; a negative value means no grace.
+	ExpiryGrace time.Duration
+	// Clock is the time compaction judges expiry by; nil means time.Now.
+	Clock func() time.Time
 }
 
 // Charge is what one sealed receipt debited from a grant.
@@ -56,18 +97,28 @@ type Charge struct {
 	Grant     wire.ContentID
 	Hold      uint64
 	ChargedUJ uint64
-	// Sequence is the receipt's position in its log, for error messages.
+	// Sequence is the receipt's position in its log. Charges whose
+	// Sequence is below the snapshot's Anchor.Count are already reflected
+	// in the snapshot and are ignored.
 	Sequence uint64
 }
 
 // Recovery reports what Open found and repaired.
 type Recovery struct {
-	Records   int   // valid records replayed
+	Records   int   // valid records replayed (snapshot records included)
 	TornBytes int64 // size of the torn tail cut off (0 if none)
 	// Settled open holds settled from their receipts; Released open holds
 	// with no receipt; Corrected released or settled holds whose receipt
 	// said otherwise.
 	Settled, Released, Corrected int
+	// Anchor is the anchor of the snapshot the file starts with, nil if it
+	// has none. Charges below Anchor.Count were ignored.
+	Anchor *Anchor
+	// Compacted reports that Open compacted the file after recovery (see
+	// Options.CompactEvery); CompactErr is why an attempt failed. A failed
+	// compaction does not fail Open: the ledger works on, uncompacted.
+	Compacted  bool
+	CompactErr error
 }
 
 // Balance is one grant's account.
@@ -80,9 +131,21 @@ type Balance struct {
 	OverdrawnUJ uint64 // spent + held − budget when that is positive
 }
 
+// Stats describes the ledger's state, for monitoring and tests.
+type Stats struct {
+	Accounts             int    // accounts in memory
+	OpenHolds            int    // holds in memory; all of them are open
+	RecordsSinceSnapshot int    // records appended after the snapshot
+	Compactions          uint64 // snapshots written since Open
+	LastCompactErr       error  // the last compaction's error, if it failed
+	Syncs                uint64 // fsyncs of appended records since Open
+}
+
 type account struct {
+	grant               wire.ContentID
 	budget, spent, held uint64
 	open                int
+	expires             int64 // Unix ms; 0: unknown, the account never leaves
 }
 
 func (a *account) used() (uint64, bool) {
@@ -117,168 +180,131 @@ const (
 )
 
 type hold struct {
-	grant   wire.ContentID
+	acc     *account
 	amount  uint64
-	state   holdState
 	charged uint64
+	state   holdState
 }
 
 // Ledger is an open grant ledger. It is safe for concurrent use.
 type Ledger struct {
-	path   string
-	f      *os.File
-	noSync bool
+	path string
+	opt  Options
+	lock *framelog.Lock
 
-	mu   sync.Mutex
-	cond sync.Cond
-	// pending holds encoded frames not yet written; queued, written and
-	// synced are file offsets: everything below written is in the file,
-	// everything below synced is durable.
-	pending, spare          []byte
-	queued, written, synced int64
-	flushing                bool
-	err                     error
-	syncs                   int64 // flushes that synced, to judge group commit
+	mu sync.Mutex
+	w  *framelog.Writer
+	// closed is set by Close; failed by a compaction that renamed the new
+	// file in but could not make the rename durable.
+	closed bool
+	failed error
 
 	nextHold uint64
 	accounts map[wire.ContentID]*account
-	// holds has only the open holds once Open has returned.
+	// holds has only the open holds once Open has returned; while
+	// replaying it also has the holds closed after the snapshot.
 	holds map[uint64]*hold
+
+	// Replay and compaction state.
+	phase       replayPhase
+	anchor      *Anchor
+	sinceSnap   int
+	compactions uint64
+	compactErr  error
+	oldSyncs    uint64 // fsyncs of writers replaced by compaction
 }
 
-// Open opens or creates the ledger at path, replays it, cuts a torn tail,
-// and reconciles it with charges: every receipt in the receipt log that
-// carries a grant_id (gather them with a Collector while opening the log).
-// See the package doc for the recovery rules.
+type replayPhase uint8
+
+const (
+	phaseStart    replayPhase = iota // nothing replayed yet
+	phaseSnapshot                    // inside the snapshot, before its end record
+	phaseLog                         // after the snapshot, or a file without one
+)
+
+// Open opens or creates the ledger at path, taking its lock (path+".lock"),
+// replays it, cuts a torn tail, and reconciles it with charges: the grant
+// debits of the receipt log's receipts, at least those from the snapshot's
+// anchor on (see ReadAnchor). See the package doc for the recovery rules.
+// A second Open of the same ledger, from this process or another, fails
+// with ErrLocked until the first is closed.
 func Open(path string, charges []Charge, opt Options) (*Ledger, *Recovery, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := framelog.Acquire(path + ".lock")
 	if err != nil {
 		return nil, nil, fmt.Errorf("open grant ledger: %w", err)
 	}
 	l := &Ledger{
-		path: path, f: f, noSync: opt.NoSync,
+		path: path, opt: opt, lock: lock,
 		nextHold: 1,
 		accounts: map[wire.ContentID]*account{},
 		holds:    map[uint64]*hold{},
 	}
-	l.cond.L = &l.mu
-	rec, err := l.load()
-	if err == nil {
-		err = l.reconcile(charges, rec)
-	}
+	rec, err := l.load(charges)
 	if err != nil {
-		f.Close()
+		if l.w != nil {
+			l.w.Close()
+		}
+		lock.Release()
 		return nil, nil, fmt.Errorf("open grant ledger %s: %w", path, err)
 	}
 	return l, rec, nil
 }
 
-// load replays the file and leaves it ready for appending.
-func (l *Ledger) load() (*Recovery, error) {
-	data, err := io.ReadAll(l.f)
+// load replays the file, cuts a torn tail, reconciles and, if due,
+// compacts. On error the file is unchanged unless the error came after the
+// cut.
+func (l *Ledger) load(charges []Charge) (*Recovery, error) {
+	removeTemps(l.path)
+	f, err := framelog.OpenFile(l.path, true)
 	if err != nil {
 		return nil, err
 	}
+	var head [len(oldMagic)]byte
+	if n, _ := f.ReadAt(head[:], 0); n == len(head) && string(head[:]) == oldMagic {
+		f.Close()
+		return nil, fmt.Errorf("%w: this meshd reads only MESHLDG2 ledgers; move the file aside to start a new one", ErrOldFormat)
+	}
 	rec := &Recovery{}
-	size := int64(len(data))
-	good := int64(0)
-	switch {
-	case len(data) < len(magic) && string(data) == string(magic[:len(data)]):
-		// Empty, or a torn magic: start afresh.
-	case len(data) < len(magic) || string(data[:len(magic)]) != string(magic):
-		return nil, fmt.Errorf("%w: not a meshd grant ledger (bad magic)", ErrDamaged)
-	default:
-		good = int64(len(magic))
-		for off := good; off < size; {
-			body, next, torn, err := frameAt(data, off)
-			if torn {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%w: record %d at byte offset %d: %v", ErrDamaged, rec.Records, off, err)
-			}
-			if err := l.apply(body); err != nil {
-				return nil, fmt.Errorf("%w: record %d at byte offset %d: %v", ErrDamaged, rec.Records, off, err)
-			}
-			rec.Records++
-			off, good = next, next
+	tail, err := format.Scan(context.Background(), f, func(index uint64, off int64, body []byte) error {
+		if err := l.apply(body); err != nil {
+			return fmt.Errorf("%w: record %d at byte offset %d: %v", ErrDamaged, index, off, err)
 		}
+		rec.Records++
+		return nil
+	})
+	if err == nil && l.phase == phaseSnapshot {
+		err = fmt.Errorf("%w: the snapshot has no end record", ErrDamaged)
 	}
-	rec.TornBytes = size - good
-	if good < len64(magic) {
-		good = 0
-	}
-	if good != size || size == 0 {
-		// Make the cut (and a fresh magic) durable before anything new is
-		// appended after it.
-		if err := l.f.Truncate(good); err != nil {
-			return nil, fmt.Errorf("cut torn tail: %w", err)
+	if err != nil {
+		f.Close()
+		var ce *framelog.CorruptError
+		if errors.As(err, &ce) {
+			return nil, fmt.Errorf("%w: %w", ErrDamaged, ce)
 		}
-		if good == 0 {
-			if _, err := l.f.WriteAt(magic, 0); err != nil {
-				return nil, fmt.Errorf("write magic: %w", err)
-			}
-			good = len64(magic)
-		}
-		if err := l.sync(); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := l.f.Seek(good, io.SeekStart); err != nil {
 		return nil, err
 	}
-	l.queued, l.written, l.synced = good, good, good
+	rec.TornBytes = tail.Torn
+	rec.Anchor = l.anchor
+	l.w, err = format.Resume(f, tail, l.opt.NoSync)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.reconcile(charges, rec); err != nil {
+		return nil, err
+	}
+	if l.compactDue(l.anchor == nil && rec.Records > 0) {
+		l.mu.Lock()
+		err := l.compactLocked(l.opt.Anchor)
+		l.mu.Unlock()
+		rec.Compacted, rec.CompactErr = err == nil, err
+	}
 	return rec, nil
-}
-
-func len64(b []byte) int64 { return int64(len(b)) }
-
-// frameAt decodes the frame at off. torn reports a frame that can only be
-// an unacknowledged final write: it runs past the end of the file, or it
-// fails its check with nothing but zeros after its header.
-func frameAt(data []byte, off int64) (body []byte, next int64, torn bool, err error) {
-	size := int64(len(data))
-	if size-off < frameHeader {
-		return nil, 0, true, nil
-	}
-	n := int64(binary.BigEndian.Uint32(data[off:]))
-	sum := binary.BigEndian.Uint32(data[off+4:])
-	end := off + frameHeader + n
-	if n == 0 || n > maxBody {
-		if allZero(data[off:]) {
-			return nil, 0, true, nil
-		}
-		return nil, 0, false, fmt.Errorf("frame length %d out of range", n)
-	}
-	if end > size {
-		return nil, 0, true, nil
-	}
-	body = data[off+frameHeader : end]
-	if crc32.Checksum(body, crcTable) != sum {
-		if end == size || allZero(data[end:]) {
-			return nil, 0, true, nil
-		}
-		return nil, 0, false, errors.New("frame checksum mismatch")
-	}
-	return body, end, false, nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // apply replays one record into memory, refusing anything that contradicts
 // what came before.
 func (l *Ledger) apply(b []byte) error {
-	if len(b) == 0 {
-		return errors.New("empty record")
-	}
-	want := map[byte]int{recAccount: 41, recHold: 49, recSettle: 17, recRelease: 9}[b[0]]
+	want := recordSize(b[0])
 	if want == 0 {
 		return fmt.Errorf("unknown record type %#02x", b[0])
 	}
@@ -286,20 +312,42 @@ func (l *Ledger) apply(b []byte) error {
 		return fmt.Errorf("record %q is %d bytes, want %d", b[0], len(b), want)
 	}
 	switch b[0] {
-	case recAccount:
+	case recSnapAcct, recSnapHold, recSnapEnd:
+		if l.phase == phaseLog {
+			return fmt.Errorf("snapshot record %q after the snapshot", b[0])
+		}
+		l.phase = phaseSnapshot
+	default:
+		if l.phase == phaseSnapshot {
+			return fmt.Errorf("record %q inside the snapshot", b[0])
+		}
+		l.phase = phaseLog
+		l.sinceSnap++
+	}
+	u64 := func(off int) uint64 { return binary.BigEndian.Uint64(b[off:]) }
+	switch b[0] {
+	case recAccount, recSnapAcct:
 		g := wire.ContentID(b[1:33])
-		budget := binary.BigEndian.Uint64(b[33:])
+		acc := &account{grant: g, budget: u64(33)}
+		if b[0] == recAccount {
+			acc.expires = int64(u64(41))
+		} else {
+			acc.spent, acc.expires = u64(41), int64(u64(49))
+		}
 		if _, dup := l.accounts[g]; dup {
 			return fmt.Errorf("grant %s opened twice", g)
 		}
-		if budget == 0 {
+		if acc.budget == 0 {
 			return fmt.Errorf("grant %s opened with a zero budget", g)
 		}
-		l.accounts[g] = &account{budget: budget}
-	case recHold:
-		id := binary.BigEndian.Uint64(b[1:])
+		if acc.expires < 0 {
+			return fmt.Errorf("grant %s expires at %d ms", g, acc.expires)
+		}
+		l.accounts[g] = acc
+	case recHold, recSnapHold:
+		id := u64(1)
 		g := wire.ContentID(b[9:41])
-		amount := binary.BigEndian.Uint64(b[41:])
+		amount := u64(41)
 		acc := l.accounts[g]
 		switch {
 		case id < l.nextHold:
@@ -311,30 +359,60 @@ func (l *Ledger) apply(b []byte) error {
 		}
 		acc.held += amount
 		acc.open++
-		l.holds[id] = &hold{grant: g, amount: amount, state: holdOpen}
+		l.holds[id] = &hold{acc: acc, amount: amount, state: holdOpen}
 		l.nextHold = id + 1
 	case recSettle:
-		id := binary.BigEndian.Uint64(b[1:])
+		id := u64(1)
 		h := l.holds[id]
 		if h == nil {
 			return fmt.Errorf("settle of unknown hold %d", id)
 		}
-		l.settle(h, binary.BigEndian.Uint64(b[9:]))
+		l.settle(h, u64(9))
 	case recRelease:
-		id := binary.BigEndian.Uint64(b[1:])
+		id := u64(1)
 		h := l.holds[id]
 		if h == nil || h.state != holdOpen {
 			return fmt.Errorf("release of hold %d, which is not open", id)
 		}
 		l.release(h)
+	case recSnapEnd:
+		next := u64(1)
+		if next < l.nextHold || next == 0 {
+			return fmt.Errorf("snapshot's next hold %d is not above its open holds (next %d)", next, l.nextHold)
+		}
+		l.nextHold = next
+		l.anchor = &Anchor{Count: u64(9), Head: wire.ContentID(b[17:49])}
+		l.phase = phaseLog
 	}
 	return nil
+}
+
+// recordSize is the body size of a record of type typ, 0 for an unknown
+// type.
+func recordSize(typ byte) int {
+	switch typ {
+	case recAccount:
+		return sizeAccount
+	case recHold:
+		return sizeHold
+	case recSettle:
+		return sizeSettle
+	case recRelease:
+		return sizeRelease
+	case recSnapAcct:
+		return sizeSnapAcct
+	case recSnapHold:
+		return sizeSnapHold
+	case recSnapEnd:
+		return sizeSnapEnd
+	}
+	return 0
 }
 
 // settle moves h to settled at charged, from any state: settling a
 // released or settled hold is a correction made from its receipt.
 func (l *Ledger) settle(h *hold, charged uint64) {
-	acc := l.accounts[h.grant]
+	acc := h.acc
 	switch h.state {
 	case holdOpen:
 		acc.held -= h.amount
@@ -347,7 +425,7 @@ func (l *Ledger) settle(h *hold, charged uint64) {
 }
 
 func (l *Ledger) release(h *hold) {
-	acc := l.accounts[h.grant]
+	acc := h.acc
 	acc.held -= h.amount
 	acc.open--
 	h.state = holdReleased
@@ -362,21 +440,38 @@ func satAdd(a, b uint64) uint64 {
 }
 
 // reconcile applies the recovery rules and makes their records durable,
-// then drops every closed hold from memory.
+// then drops every closed hold from memory. Charges below the snapshot's
+// anchor are already in the snapshot and are skipped.
 func (l *Ledger) reconcile(charges []Charge, rec *Recovery) error {
-	byHold := make(map[uint64]Charge, len(charges))
+	var from uint64
+	if l.anchor != nil {
+		from = l.anchor.Count
+	}
+	// Check every charge before changing anything, so that a refused Open
+	// leaves the file as it found it.
+	byHold := make(map[uint64]Charge)
+	var todo []Charge
 	for _, c := range charges {
+		if c.Sequence < from {
+			continue
+		}
 		if prev, dup := byHold[c.Hold]; dup {
 			return fmt.Errorf("%w: receipts %d and %d both settle hold %d", ErrMismatch, prev.Sequence, c.Sequence, c.Hold)
 		}
 		h := l.holds[c.Hold]
 		switch {
+		case h == nil && l.anchor != nil:
+			return fmt.Errorf("%w: receipt %d settles hold %d, which this ledger did not grant after its snapshot (anchored at receipt %d)", ErrMismatch, c.Sequence, c.Hold, from)
 		case h == nil:
 			return fmt.Errorf("%w: receipt %d settles hold %d, which this ledger never granted", ErrMismatch, c.Sequence, c.Hold)
-		case h.grant != c.Grant:
-			return fmt.Errorf("%w: receipt %d settles hold %d against grant %s, but the hold is on grant %s", ErrMismatch, c.Sequence, c.Hold, c.Grant, h.grant)
+		case h.acc.grant != c.Grant:
+			return fmt.Errorf("%w: receipt %d settles hold %d against grant %s, but the hold is on grant %s", ErrMismatch, c.Sequence, c.Hold, c.Grant, h.acc.grant)
 		}
 		byHold[c.Hold] = c
+		todo = append(todo, c)
+	}
+	for _, c := range todo {
+		h := l.holds[c.Hold]
 		switch {
 		case h.state == holdOpen:
 			rec.Settled++
@@ -386,12 +481,16 @@ func (l *Ledger) reconcile(charges []Charge, rec *Recovery) error {
 			continue
 		}
 		l.settle(h, c.ChargedUJ)
-		l.enqueue(settleRecord(c.Hold, c.ChargedUJ))
+		if err := l.append(settleRecord(c.Hold, c.ChargedUJ)); err != nil {
+			return err
+		}
 	}
 	for id, h := range l.holds {
 		if h.state == holdOpen {
 			l.release(h)
-			l.enqueue(releaseRecord(id))
+			if err := l.append(releaseRecord(id)); err != nil {
+				return err
+			}
 			rec.Released++
 		}
 	}
@@ -400,102 +499,187 @@ func (l *Ledger) reconcile(charges []Charge, rec *Recovery) error {
 			delete(l.holds, id)
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.syncTo(l.queued)
+	return l.w.SyncAll()
+}
+
+// append enqueues one record (called with mu held, or before Open returns).
+func (l *Ledger) append(body []byte) error {
+	_, err := l.enqueue(body)
+	return err
+}
+
+func (l *Ledger) enqueue(body []byte) (int64, error) {
+	end, err := l.w.Enqueue(body)
+	if err == nil {
+		l.sinceSnap++
+	}
+	return end, err
+}
+
+// usable returns why the ledger may not take holds, if it may not. Called
+// with mu held.
+func (l *Ledger) usable() error {
+	switch {
+	case l.closed:
+		return ErrClosed
+	case l.failed != nil:
+		return l.failed
+	}
+	if err := l.w.Err(); err != nil {
+		return fmt.Errorf("grant ledger: %w", err)
+	}
+	return nil
 }
 
 // Hold reserves amountUJ of grant's budget and returns the hold number once
 // the hold is durable. budgetUJ is the grant's budget: it opens the account
 // the first time a grant is seen and must match thereafter. A hold the
 // remaining budget does not cover is refused with ErrExhausted and leaves
-// the ledger unchanged.
+// the ledger unchanged. An account Hold opens has no known expiry and never
+// leaves the ledger; HoldUntil records the grant's expiry.
 func (l *Ledger) Hold(ctx context.Context, grant wire.ContentID, budgetUJ, amountUJ uint64) (uint64, error) {
+	return l.HoldUntil(ctx, grant, budgetUJ, time.Time{}, amountUJ)
+}
+
+// HoldUntil is Hold for a grant that expires at expires (its
+// expires_unix_ms; the zero Time means unknown). The expiry lets
+// compaction drop the account once the grant has been expired for longer
+// than Options.ExpiryGrace and has no open hold: the authoriser refuses an
+// expired grant before it asks the ledger, so such an account is never
+// used again. A grant must be presented with the same expiry every time
+// (ErrMismatch otherwise); an account opened by Hold learns its expiry
+// from the first HoldUntil.
+func (l *Ledger) HoldUntil(ctx context.Context, grant wire.ContentID, budgetUJ uint64, expires time.Time, amountUJ uint64) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	if amountUJ == 0 {
 		return 0, errors.New("grant ledger: a hold must be of at least 1 µJ")
 	}
+	var exp int64
+	if !expires.IsZero() {
+		exp = max(expires.UnixMilli(), 1)
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		return 0, l.err
+	if err := l.usable(); err != nil {
+		l.mu.Unlock()
+		return 0, err
 	}
 	acc := l.accounts[grant]
 	fresh := acc == nil
 	switch {
 	case fresh && budgetUJ == 0:
+		l.mu.Unlock()
 		return 0, fmt.Errorf("grant ledger: grant %s has a zero budget", grant)
 	case fresh:
-		acc = &account{budget: budgetUJ}
+		acc = &account{grant: grant, budget: budgetUJ, expires: exp}
 	case acc.budget != budgetUJ:
+		l.mu.Unlock()
 		return 0, fmt.Errorf("%w: grant %s presented with budget %d µJ, recorded with %d µJ", ErrMismatch, grant, budgetUJ, acc.budget)
+	case exp != 0 && acc.expires != 0 && acc.expires != exp:
+		l.mu.Unlock()
+		return 0, fmt.Errorf("%w: grant %s presented with expiry %d ms, recorded with %d ms", ErrMismatch, grant, exp, acc.expires)
 	}
 	if rem := acc.remaining(); amountUJ > rem {
 		b := acc.balance()
+		l.mu.Unlock()
 		return 0, fmt.Errorf("%w: grant %s has %d µJ remaining (budget %d, spent %d, held %d), the request needs %d µJ",
 			ErrExhausted, grant, rem, b.BudgetUJ, b.SpentUJ, b.HeldUJ, amountUJ)
 	}
+	id := l.nextHold
+	if fresh {
+		if _, err := l.enqueue(accountRecord(grant, budgetUJ, exp)); err != nil {
+			l.mu.Unlock()
+			return 0, fmt.Errorf("grant ledger: %w", err)
+		}
+	}
+	end, err := l.enqueue(holdRecord(id, grant, amountUJ))
+	if err != nil {
+		l.mu.Unlock()
+		return 0, fmt.Errorf("grant ledger: %w", err)
+	}
 	if fresh {
 		l.accounts[grant] = acc
-		l.enqueue(accountRecord(grant, budgetUJ))
+	} else if acc.expires == 0 {
+		acc.expires = exp // persisted by the next snapshot
 	}
-	id := l.nextHold
 	l.nextHold++
 	acc.held += amountUJ
 	acc.open++
-	h := &hold{grant: grant, amount: amountUJ, state: holdOpen}
+	h := &hold{acc: acc, amount: amountUJ, state: holdOpen}
 	l.holds[id] = h
-	l.enqueue(holdRecord(id, grant, amountUJ))
-	if err := l.syncTo(l.queued); err != nil {
-		// The ledger is now failed; undo in memory so balances stay honest.
-		l.release(h)
-		delete(l.holds, id)
-		return 0, err
+	// The open hold keeps compaction, and so a switch of writer, away until
+	// it closes.
+	w := l.w
+	l.mu.Unlock()
+	if err := w.Sync(end); err != nil {
+		// The writer has failed and refuses everything from now on; undo in
+		// memory so that balances stay honest.
+		l.mu.Lock()
+		if l.holds[id] == h && h.state == holdOpen {
+			l.release(h)
+			delete(l.holds, id)
+		}
+		l.mu.Unlock()
+		return 0, fmt.Errorf("grant ledger: %w", err)
 	}
-	l.kick()
 	return id, nil
 }
 
-// Settle closes an open hold at the energy its sealed receipt charged. The
-// record is written but not synced: recovery rebuilds it from the receipt.
+// Settle closes an open hold at the grant debit its sealed receipt states
+// (x_grant_debit_uj). The record is written but not synced: recovery
+// rebuilds it from the receipt.
 func (l *Ledger) Settle(holdID, chargedUJ uint64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	h := l.holds[holdID]
-	if h == nil || h.state != holdOpen {
-		return fmt.Errorf("grant ledger: settle hold %d: %w", holdID, ErrNoHold)
-	}
-	l.settle(h, chargedUJ)
-	delete(l.holds, holdID)
-	if l.err == nil {
-		l.enqueue(settleRecord(holdID, chargedUJ))
-		l.kick()
-	}
-	return nil
+	return l.close(holdID, "settle", func(h *hold) []byte {
+		l.settle(h, chargedUJ)
+		return settleRecord(holdID, chargedUJ)
+	})
 }
 
 // Release closes an open hold of a serve that sealed nothing, returning the
 // whole hold to the grant. Like Settle it is written but not synced.
 func (l *Ledger) Release(holdID uint64) error {
+	return l.close(holdID, "release", func(h *hold) []byte {
+		l.release(h)
+		return releaseRecord(holdID)
+	})
+}
+
+func (l *Ledger) close(holdID uint64, what string, do func(*hold) []byte) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	h := l.holds[holdID]
 	if h == nil || h.state != holdOpen {
-		return fmt.Errorf("grant ledger: release hold %d: %w", holdID, ErrNoHold)
+		l.mu.Unlock()
+		return fmt.Errorf("grant ledger: %s hold %d: %w", what, holdID, ErrNoHold)
 	}
-	l.release(h)
+	rec := do(h)
 	delete(l.holds, holdID)
-	if l.err == nil {
-		l.enqueue(releaseRecord(holdID))
-		l.kick()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
 	}
+	if _, err := l.enqueue(rec); err != nil {
+		// The writer has failed; Err reports it and holds are refused.
+		l.mu.Unlock()
+		return nil
+	}
+	if l.compactDue(false) {
+		if err := l.compactLocked(l.opt.Anchor); err != nil {
+			// Try again after another CompactEvery records, not after
+			// every settlement.
+			l.sinceSnap = 0
+		}
+	}
+	w := l.w
+	l.mu.Unlock()
+	// A write error fails the writer; Err reports it. The closed hold is
+	// rebuilt from its receipt (or released) on reopen.
+	_ = w.Write()
 	return nil
 }
 
-// Balance returns grant's account, and false if the ledger has never held
-// against it.
+// Balance returns grant's account, and false if the ledger has no account
+// for it (never held against, or dropped as expired by a compaction).
 func (l *Ledger) Balance(grant wire.ContentID) (Balance, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -506,124 +690,72 @@ func (l *Ledger) Balance(grant wire.ContentID) (Balance, bool) {
 	return acc.balance(), true
 }
 
+// Stats returns the ledger's counters.
+func (l *Ledger) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Stats{
+		Accounts:             len(l.accounts),
+		OpenHolds:            len(l.holds),
+		RecordsSinceSnapshot: l.sinceSnap,
+		Compactions:          l.compactions,
+		LastCompactErr:       l.compactErr,
+		Syncs:                l.oldSyncs + l.w.Syncs(),
+	}
+}
+
 // Err returns the error that failed the ledger, if any. A failed ledger
 // refuses new holds; reopen it to recover.
 func (l *Ledger) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err == ErrClosed {
+	if l.closed {
 		return nil
 	}
-	return l.err
-}
-
-// Close writes and syncs everything pending and closes the file.
-func (l *Ledger) Close() error {
-	l.mu.Lock()
-	for l.flushing {
-		l.cond.Wait()
+	if l.failed != nil {
+		return l.failed
 	}
-	if l.err == ErrClosed {
-		l.mu.Unlock()
-		return nil
-	}
-	err := l.syncTo(l.queued)
-	if l.err == nil {
-		l.err = ErrClosed
-	}
-	l.mu.Unlock()
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func (l *Ledger) enqueue(body []byte) {
-	var hdr [frameHeader]byte
-	binary.BigEndian.PutUint32(hdr[0:], uint32(len(body)))
-	binary.BigEndian.PutUint32(hdr[4:], crc32.Checksum(body, crcTable))
-	l.pending = append(append(l.pending, hdr[:]...), body...)
-	l.queued += int64(frameHeader + len(body))
-}
-
-// syncTo returns once everything below end is durable. Called with mu
-// held; the write and fsync run unlocked, and whoever finds a flush in
-// progress waits for it and then flushes everything queued since, so
-// concurrent holders share one fsync.
-func (l *Ledger) syncTo(end int64) error {
-	for l.synced < end && l.err == nil {
-		if l.flushing {
-			l.cond.Wait()
-			continue
-		}
-		l.flushing = true
-		buf, target := l.pending, l.queued
-		l.pending = l.spare[:0]
-		l.mu.Unlock()
-		var err error
-		if len(buf) > 0 {
-			_, err = l.f.Write(buf)
-		}
-		if err == nil {
-			err = l.sync()
-		}
-		l.mu.Lock()
-		l.flushing = false
-		l.spare = buf[:0]
-		if err != nil {
-			l.err = fmt.Errorf("grant ledger write failed; reopen to recover: %w", err)
-		} else {
-			l.written, l.synced = target, target
-			l.syncs++
-		}
-		l.cond.Broadcast()
-	}
-	if l.synced < end {
-		return l.err
+	if err := l.w.Err(); err != nil {
+		return fmt.Errorf("grant ledger: %w", err)
 	}
 	return nil
 }
 
-// kick writes whatever is pending without syncing, unless a flush is
-// already running. Called with mu held.
-func (l *Ledger) kick() {
-	if l.flushing || len(l.pending) == 0 || l.err != nil {
-		return
-	}
-	l.flushing = true
-	buf, target := l.pending, l.queued
-	l.pending = l.spare[:0]
-	l.mu.Unlock()
-	_, err := l.f.Write(buf)
+// Close writes and syncs everything pending, closes the file and releases
+// the lock.
+func (l *Ledger) Close() error {
 	l.mu.Lock()
-	l.flushing = false
-	l.spare = buf[:0]
-	if err != nil {
-		l.err = fmt.Errorf("grant ledger write failed; reopen to recover: %w", err)
-	} else {
-		l.written = target
-	}
-	l.cond.Broadcast()
-}
-
-func (l *Ledger) sync() error {
-	if l.noSync {
+	defer l.mu.Unlock()
+	if l.closed {
 		return nil
 	}
-	return l.f.Sync()
+	l.closed = true
+	err := l.w.Close()
+	if rerr := l.lock.Release(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("close grant ledger %s: %w", l.path, err)
+	}
+	return nil
 }
 
-func accountRecord(g wire.ContentID, budget uint64) []byte {
-	b := make([]byte, 41)
+func accountRecord(g wire.ContentID, budget uint64, expires int64) []byte {
+	b := make([]byte, sizeAccount)
 	b[0] = recAccount
 	copy(b[1:], g[:])
 	binary.BigEndian.PutUint64(b[33:], budget)
+	binary.BigEndian.PutUint64(b[41:], uint64(expires))
 	return b
 }
 
 func holdRecord(id uint64, g wire.ContentID, amount uint64) []byte {
-	b := make([]byte, 49)
-	b[0] = recHold
+	return holdLike(recHold, id, g, amount)
+}
+
+func holdLike(typ byte, id uint64, g wire.ContentID, amount uint64) []byte {
+	b := make([]byte, sizeHold)
+	b[0] = typ
 	binary.BigEndian.PutUint64(b[1:], id)
 	copy(b[9:], g[:])
 	binary.BigEndian.PutUint64(b[41:], amount)
@@ -631,7 +763,7 @@ func holdRecord(id uint64, g wire.ContentID, amount uint64) []byte {
 }
 
 func settleRecord(id, charged uint64) []byte {
-	b := make([]byte, 17)
+	b := make([]byte, sizeSettle)
 	b[0] = recSettle
 	binary.BigEndian.PutUint64(b[1:], id)
 	binary.BigEndian.PutUint64(b[9:], charged)
@@ -639,8 +771,24 @@ func settleRecord(id, charged uint64) []byte {
 }
 
 func releaseRecord(id uint64) []byte {
-	b := make([]byte, 9)
+	b := make([]byte, sizeRelease)
 	b[0] = recRelease
 	binary.BigEndian.PutUint64(b[1:], id)
 	return b
+}
+
+// removeTemps deletes snapshots a crash left before their rename. Called
+// with the lock held.
+func removeTemps(path string) {
+	dir, base := splitPath(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := tempPrefix(base)
+	for _, e := range entries {
+		if n := e.Name(); len(n) > len(prefix) && n[:len(prefix)] == prefix && e.Type().IsRegular() {
+			os.Remove(filepath.Join(dir, n))
+		}
+	}
 }

@@ -1,14 +1,18 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"meshd/steward/internal/framelog"
 	"meshd/wire"
 )
 
@@ -25,7 +29,7 @@ func open(t *testing.T, path string, charges []Charge) (*Ledger, *Recovery) {
 	return l, rec
 }
 
-func balance(t *testing.T, l *Ledger, g wire.ContentID) Balance {
+func balance(t testing.TB, l *Ledger, g wire.ContentID) Balance {
 	t.Helper()
 	b, ok := l.Balance(g)
 	if !ok {
@@ -266,72 +270,120 @@ func TestRecoveryRules(t *testing.T) {
 	}
 }
 
+// history3 is three serves on one grant (hold 10, settle 7): records
+//
+//	0 A @8, 1 H @69, 2 S @130, 3 H @159, 4 S @220, 5 H @249, 6 S @310
+//
+// and the file is 339 bytes.
+func history3(l *Ledger) {
+	for i := 0; i < 3; i++ {
+		h, _ := l.Hold(ctx, gid(1), 1000, 10)
+		l.Settle(h, 7)
+	}
+}
+
 func TestTornTail(t *testing.T) {
 	g := gid(1)
-	tests := []struct {
+	frame := framelog.AppendFrame(nil, settleRecord(3, 7))
+	type tailCase struct {
 		name string
-		tail func(good []byte) []byte
-	}{
-		{"partial header", func([]byte) []byte { return []byte{0, 0, 0} }},
-		{"partial body", func([]byte) []byte { return []byte{0, 0, 0, 49, 1, 2, 3, 4, 'H', 0} }},
-		{"final frame with bad checksum", func([]byte) []byte {
-			return append([]byte{0, 0, 0, 9, 0xde, 0xad, 0xbe, 0xef}, releaseRecord(2)...)
-		}},
-		{"zeros", func([]byte) []byte { return make([]byte, 100) }},
+		tail []byte
+	}
+	tests := []tailCase{
+		{"final frame zero-filled", make([]byte, len(frame))},
+		{"zeros longer than a frame", make([]byte, 100)},
+		{"zeros longer than a sector", make([]byte, 1500)},
+	}
+	for _, k := range []int{1, 11, 12, 13, len(frame) - 1} {
+		tests = append(tests, tailCase{fmt.Sprintf("final frame cut to %d bytes", k), frame[:k]})
+	}
+	for k := 1; k < framelog.HeaderSize; k++ {
+		tests = append(tests, tailCase{fmt.Sprintf("%d stray bytes", k), bytes.Repeat([]byte{0xab}, k)})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ledger")
-			var h uint64
-			crashed(t, path, func(l *Ledger) {
-				h, _ = l.Hold(ctx, g, 1000, 10)
-				l.Settle(h, 7)
-			})
+			crashed(t, path, history3)
 			good, _ := os.ReadFile(path)
-			tail := tc.tail(good)
-			if err := os.WriteFile(path, append(good, tail...), 0o644); err != nil {
+			if len(good) != 339 {
+				t.Fatalf("history is %d bytes, want 339", len(good))
+			}
+			if err := os.WriteFile(path, append(good, tc.tail...), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			l, rec := open(t, path, []Charge{{g, h, 7, 0}})
-			if rec.TornBytes != int64(len(tail)) {
-				t.Errorf("torn bytes %d, want %d", rec.TornBytes, len(tail))
+			charges := []Charge{{g, 1, 7, 0}, {g, 2, 7, 1}, {g, 3, 7, 2}}
+			l, rec := open(t, path, charges)
+			if rec.TornBytes != int64(len(tc.tail)) || rec.Records != 7 {
+				t.Errorf("recovery %+v, want %d torn bytes and 7 records", rec, len(tc.tail))
 			}
 			if got := size(t, path); got != int64(len(good)) {
 				t.Errorf("file is %d bytes after the cut, want %d", got, len(good))
 			}
-			if b := balance(t, l, g); b.SpentUJ != 7 {
-				t.Errorf("balance %+v after the cut, want spent 7", b)
+			if b := balance(t, l, g); b.SpentUJ != 21 {
+				t.Errorf("balance %+v after the cut, want spent 21", b)
 			}
 			if _, err := l.Hold(ctx, g, 1000, 1); err != nil {
 				t.Errorf("hold after the cut: %v", err)
 			}
 			l.Close()
-			if _, rec := open(t, path, []Charge{{g, h, 7, 0}}); rec.TornBytes != 0 {
-				t.Errorf("appended after the cut, yet the file reopens torn: %+v", rec)
+			l, rec = open(t, path, charges)
+			l.Close()
+			if rec.TornBytes != 0 || rec.Records != 8 || rec.Released != 1 {
+				t.Errorf("after appending past the cut, reopen gives %+v, want 8 records, 1 release, nothing torn", rec)
 			}
 		})
+	}
+}
+
+// TestTornSectors: a final frame whose header is intact and whose body is
+// zero from a 512-byte boundary to the end is a torn write, cut like the
+// others (framelog's fourth rule).
+func TestTornSectors(t *testing.T) {
+	g := gid(1)
+	path := filepath.Join(t.TempDir(), "ledger")
+	file := append([]byte(format.Magic), framelog.AppendFrame(nil, accountRecord(g, 1000, 0))...)
+	id := uint64(1)
+	for ; ; id++ {
+		next := framelog.AppendFrame(nil, holdRecord(id, g, 1))
+		if body := len(file) + framelog.HeaderSize; body < 512 && len(file)+len(next) > 512 {
+			clear(next[512-len(file):])
+			good := len(file)
+			file = append(file, next...)
+			if err := os.WriteFile(path, file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l, rec := open(t, path, nil)
+			defer l.Close()
+			if rec.TornBytes != int64(len(next)) || rec.Released != int(id-1) {
+				t.Fatalf("recovery %+v, want %d torn bytes and %d holds released", rec, len(next), id-1)
+			}
+			// Cut, then one release record appended per open hold.
+			if got, want := size(t, path), int64(good)+int64(id-1)*(framelog.HeaderSize+sizeRelease); got != want {
+				t.Fatalf("file is %d bytes after the cut and the releases, want %d", got, want)
+			}
+			return
+		}
+		file = append(file, next...)
 	}
 }
 
 func TestDamageRefused(t *testing.T) {
 	g := gid(1)
 	path := filepath.Join(t.TempDir(), "ledger")
-	crashed(t, path, func(l *Ledger) {
-		for i := 0; i < 3; i++ {
-			h, _ := l.Hold(ctx, g, 1000, 10)
-			l.Settle(h, 7)
-		}
-	})
+	crashed(t, path, history3)
 	good, _ := os.ReadFile(path)
 	tests := []struct {
 		name   string
 		break_ func([]byte)
+		index  uint64
+		offset int64
 	}{
-		{"bad magic", func(b []byte) { b[0] = 'X' }},
-		// The account record's frame starts right after the magic; its
-		// budget is the last 8 bytes of the 41-byte body.
-		{"flipped bit mid-file", func(b []byte) { b[8+8+40] ^= 1 }},
-		{"bad length mid-file", func(b []byte) { b[8+3] = 200 }},
+		{"bad magic", func(b []byte) { b[0] = 'X' }, 0, 0},
+		{"flipped bit in a body mid-file", func(b []byte) { b[159+12+20] ^= 1 }, 3, 159},
+		{"flipped bit in a length mid-file", func(b []byte) { b[159+3] ^= 1 }, 3, 159},
+		{"flipped bit in the first record's length", func(b []byte) { b[8+2] ^= 0x40 }, 0, 8},
+		{"flipped bit in the final body", func(b []byte) { b[310+12+9] ^= 0x80 }, 6, 310},
+		{"zeroed final header, body intact", func(b []byte) { clear(b[310:322]) }, 6, 310},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -344,8 +396,12 @@ func TestDamageRefused(t *testing.T) {
 			if !errors.Is(err, ErrDamaged) {
 				t.Fatalf("open: %v, want ErrDamaged", err)
 			}
-			if got := size(t, path); got != int64(len(b)) {
-				t.Fatalf("a damaged ledger was changed: %d -> %d bytes", len(b), got)
+			var ce *framelog.CorruptError
+			if !errors.As(err, &ce) || ce.Index != tc.index || ce.Offset != tc.offset {
+				t.Fatalf("open: %v, want the damage at record %d, byte offset %d", err, tc.index, tc.offset)
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(after, b) {
+				t.Fatal("a damaged ledger was changed")
 			}
 		})
 	}
@@ -355,11 +411,16 @@ func TestDamageRefused(t *testing.T) {
 	h, _ := l.Hold(ctx, g, 1000, 10)
 	l.Settle(h, 3)
 	l.mu.Lock()
-	l.enqueue(releaseRecord(h))
+	l.append(releaseRecord(h))
 	l.mu.Unlock()
 	l.Close()
-	if _, _, err := Open(path+"x", nil, Options{}); !errors.Is(err, ErrDamaged) {
-		t.Fatalf("open with a contradictory record: %v, want ErrDamaged", err)
+	before, _ := os.ReadFile(path + "x")
+	_, _, err := Open(path+"x", nil, Options{})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "record 3 at byte offset 159") {
+		t.Fatalf("open with a contradictory record: %v, want ErrDamaged at record 3, byte offset 159", err)
+	}
+	if after, _ := os.ReadFile(path + "x"); !bytes.Equal(after, before) {
+		t.Fatal("a contradictory ledger was changed")
 	}
 }
 
@@ -470,7 +531,5 @@ func BenchmarkHold(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	l.mu.Lock()
-	b.ReportMetric(float64(b.N)/float64(l.syncs), "holds/fsync")
-	l.mu.Unlock()
+	b.ReportMetric(float64(b.N)/float64(l.Stats().Syncs), "holds/fsync")
 }

@@ -21,7 +21,8 @@
 //   - fewer bytes than a header remain;
 //   - a valid header whose body runs past the end of the file;
 //   - every byte from the frame's start to the end of the file is zero (a
-//     file extended but never written);
+//     file extended but never written), or from a 512-byte-aligned offset
+//     inside its header (a header cut at a sector boundary);
 //   - a valid header whose body fails its checksum and is zero from a
 //     512-byte-aligned file offset inside it (or throughout), with nothing
 //     but zeros after it to the end of the file (a write whose last sectors
@@ -154,7 +155,7 @@ func (f Format) scan(ctx context.Context, br *bufio.Reader, off int64, index uin
 			return Tail{}, err
 		}
 		if binary.BigEndian.Uint32(hdr[8:]) != Checksum(hdr[:8]) {
-			if allZero(hdr[:]) {
+			if zeroFromSector(hdr[:], off) {
 				rest, zero, err := zeroRest(br)
 				if err != nil {
 					return Tail{}, err
