@@ -7,7 +7,7 @@ PKGS    ?= ./...
 RACE    ?= ./steward/... ./agent/... ./shunt/... ./engine/subprocess/...
 BENCHTIME ?= 1s
 
-.PHONY: all build demo test lint race bench fuzz clean
+.PHONY: all build demo test lint race bench fuzz clean stress-tests
 
 all: build
 
@@ -28,6 +28,25 @@ lint:
 
 bench:
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCHTIME) $(PKGS)
+
+# Flaky tests are defects: run the whole suite STRESS_RUNS times in a row
+# while every CPU is kept busy, stopping at the first failing run. Not part
+# of `make test` or CI: it takes a while.
+STRESS_RUNS ?= 10
+stress-tests:
+	@set -u; pids=""; \
+	cleanup() { for p in $$pids; do kill $$p 2>/dev/null; done; wait 2>/dev/null; }; \
+	trap 'cleanup' EXIT; trap 'exit 130' INT TERM HUP; \
+	n=$$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2); \
+	for _ in $$(seq "$$n"); do sh -c 'while :; do :; done' & pids="$$pids $$!"; done; \
+	echo "stress-tests: $$n busy loops ($$pids), $(STRESS_RUNS) runs of go test -count=1 $(PKGS)"; \
+	for i in $$(seq $(STRESS_RUNS)); do \
+		echo "=== stress run $$i/$(STRESS_RUNS)"; \
+		if ! $(GO) test -count=1 $(PKGS); then \
+			echo "stress-tests: run $$i of $(STRESS_RUNS) FAILED under CPU load"; exit 1; \
+		fi; \
+	done; \
+	echo "stress-tests: all $(STRESS_RUNS) runs passed under CPU load"
 
 # Short fuzzing passes over every decoder that takes untrusted bytes.
 FUZZTIME ?= 20s

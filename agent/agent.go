@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -59,6 +60,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.RequireGrant && cfg.Grants == nil {
 		return nil, errors.New("agent: RequireGrant needs a grant authoriser")
+	}
+	// An authoriser for another steward id would honour grants addressed
+	// elsewhere, spending at this steward budget meant for that one.
+	if cfg.Grants != nil && !cfg.Grants.Steward().Equal(cfg.Steward.Public()) {
+		return nil, fmt.Errorf("agent: the grant authoriser is for steward %x, this agent seals as %s",
+			[]byte(cfg.Grants.Steward()), hex.EncodeToString(cfg.Steward.Public()))
 	}
 	a := &Agent{backends: cfg.Backends, meter: cfg.Meter, steward: cfg.Steward, clock: cfg.Clock,
 		grants: cfg.Grants, mustHave: cfg.RequireGrant}

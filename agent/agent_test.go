@@ -46,7 +46,7 @@ func newAgent(t *testing.T, meter Meter, bs ...engine.Backend) (*Agent, string) 
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "r.log")
-	l, _, err := steward.OpenLog(path, steward.LogOptions{})
+	l, _, err := steward.OpenLog(context.Background(), path, steward.LogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestServeEstimator(t *testing.T) {
 	if r.TokensIn != 3 || r.TokensOut != 6 || r.EstimatedUJ != 90 || *r.UJPerAcceptedToken != 15 {
 		t.Fatalf("receipt counters: %+v", r)
 	}
-	if r.EnergyProvenance != "Estimator" || r.MeasuredUJ != nil || r.Meter != EstimatorMeter {
+	if r.EnergyProvenance != "Estimator" || r.MeasuredUJ != nil || r.MeterName() != EstimatorMeter {
 		t.Fatalf("no meter must mean an honest Estimator receipt: %+v", r)
 	}
 	if strings.Contains(string(resp.Sealed.Envelope), p) {
@@ -134,7 +134,7 @@ func TestServeFailuresSealNothing(t *testing.T) {
 	if _, err := a.Serve(context.Background(), promptReq(p, wire.F1, 1000), []byte("other")); !errors.Is(err, wire.ErrBadRequest) {
 		t.Fatalf("mismatched prompt: %v", err)
 	}
-	rep, err := steward.VerifyLogFile(path, nil, nil)
+	rep, err := steward.VerifyLog(context.Background(), path, steward.VerifyOptions{})
 	if err != nil || rep.Records != 0 {
 		t.Fatalf("failed serves sealed receipts: %v %+v", err, rep)
 	}

@@ -68,11 +68,14 @@ type MetaCandidate struct {
 	Reason     string `json:"reason,omitempty"`
 }
 
-// Vectors are the three published files, byte for byte.
+// Vectors are the published files, byte for byte: the reference serve's
+// three, and the receipt vectors under receipts/.
 type Vectors struct {
 	SignedCoreHex []byte
 	EnvelopeHex   []byte
 	MetaJSON      []byte
+	// Receipts maps "receipts/<name>/<file>" to its bytes.
+	Receipts map[string][]byte
 }
 
 // referenceInputs are the fixed inputs of the v1 reference serve.
@@ -104,11 +107,11 @@ func Generate(ctx context.Context, scratch string) (*Vectors, error) {
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(scratch, "reference.log")
-	if err := os.Remove(logPath); err != nil && !os.IsNotExist(err) {
+	logDir := filepath.Join(scratch, "reference-log")
+	if err := os.RemoveAll(logDir); err != nil {
 		return nil, err
 	}
-	log, _, err := steward.OpenLog(logPath, steward.LogOptions{Trusted: key.Public()})
+	log, _, err := steward.OpenLog(ctx, logDir, steward.LogOptions{Trusted: key.Public()})
 	if err != nil {
 		return nil, err
 	}
@@ -161,31 +164,45 @@ func Generate(ctx context.Context, scratch string) (*Vectors, error) {
 	if err := enc.Encode(meta); err != nil {
 		return nil, err
 	}
+	receipts, err := ReceiptFiles()
+	if err != nil {
+		return nil, err
+	}
 	return &Vectors{
 		SignedCoreHex: []byte(hex.EncodeToString(core) + "\n"),
 		EnvelopeHex:   []byte(hex.EncodeToString(resp.Sealed.Envelope) + "\n"),
 		MetaJSON:      mj.Bytes(),
+		Receipts:      receipts,
 	}, nil
 }
 
-// Files maps each vector file name to its bytes.
+// Files maps each vector file, named relative to the v1 directory with
+// forward slashes, to its bytes.
 func (v *Vectors) Files() map[string][]byte {
-	return map[string][]byte{
-		"signed_core.hex": v.SignedCoreHex,
-		"envelope.hex":    v.EnvelopeHex,
-		"meta.json":       v.MetaJSON,
+	f := map[string][]byte{
+		"reference/signed_core.hex": v.SignedCoreHex,
+		"reference/envelope.hex":    v.EnvelopeHex,
+		"reference/meta.json":       v.MetaJSON,
 	}
+	for name, b := range v.Receipts {
+		f[name] = b
+	}
+	return f
 }
 
-// Write writes the vectors into dir/reference/.
+// Write writes the vectors into dir. receipts/ is replaced as a whole, so
+// a vector dropped from the generator does not linger on disk.
 func (v *Vectors) Write(dir string) error {
-	ref := filepath.Join(dir, "reference")
-	if err := os.MkdirAll(ref, 0o755); err != nil {
-		return err
+	if err := os.RemoveAll(filepath.Join(dir, "receipts")); err != nil {
+		return fmt.Errorf("write vectors: %w", err)
 	}
 	for name, b := range v.Files() {
-		if err := os.WriteFile(filepath.Join(ref, name), b, 0o644); err != nil {
-			return err
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("write vectors: %w", err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return fmt.Errorf("write vectors: %w", err)
 		}
 	}
 	return nil

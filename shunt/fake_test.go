@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"meshd/drivers"
@@ -148,4 +149,93 @@ func (f *fakeSensor) Next(ctx context.Context) (drivers.Sample, error) {
 // truthUJ is the trace's exact energy over [a, b] (meter clock), in µJ.
 func (f *fakeSensor) truthUJ(a, b time.Time) float64 {
 	return f.tr.energy(f.clock.sinceBase(a), f.clock.sinceBase(b)) / 1e9
+}
+
+// stepSensor hands out its fake's samples one at a time, when the test
+// says so. The meter asks for a sample only after recording the previous
+// one, so a completed hand-off proves the previous sample is recorded.
+type stepSensor struct {
+	*fakeSensor
+	step chan bool // true releases a sample; false is only a barrier
+}
+
+func newStep(f *fakeSensor) *stepSensor {
+	return &stepSensor{fakeSensor: f, step: make(chan bool)}
+}
+
+func (s *stepSensor) Next(ctx context.Context) (drivers.Sample, error) {
+	for {
+		select {
+		case release := <-s.step:
+			if release {
+				return s.fakeSensor.Next(ctx)
+			}
+		case <-ctx.Done():
+			return drivers.Sample{}, ctx.Err()
+		}
+	}
+}
+
+// advance releases n samples and returns once the meter has recorded all
+// of them.
+func (s *stepSensor) advance(t testing.TB, n int) {
+	t.Helper()
+	timeout := time.NewTimer(10 * time.Second) // reports a hang only
+	defer timeout.Stop()
+	for i := 0; i <= n; i++ {
+		select {
+		case s.step <- i < n:
+		case <-timeout.C:
+			t.Fatalf("the meter stopped asking for samples after %d of %d", i, n)
+		}
+	}
+}
+
+// waitRecorded blocks until m has recorded at least n outcomes, woken by the
+// meter's own notification.
+func waitRecorded(t testing.TB, m *Meter, n uint64) {
+	t.Helper()
+	timeout := time.NewTimer(10 * time.Second) // reports a hang only
+	defer timeout.Stop()
+	for {
+		m.mu.Lock()
+		got, stopped := uint64(m.ring.next), m.stopped
+		if got < n && !stopped && m.notify == nil {
+			m.notify = make(chan struct{})
+		}
+		ch := m.notify
+		m.mu.Unlock()
+		switch {
+		case got >= n:
+			return
+		case stopped:
+			t.Fatalf("sampler stopped after %d of %d outcomes", got, n)
+		}
+		select {
+		case <-ch:
+		case <-timeout.C:
+			t.Fatalf("%d of %d outcomes recorded", got, n)
+		}
+	}
+}
+
+// waitForWaiter returns once someone (a closing window) is blocked waiting
+// for m's next record. The meter announces no such event, so its state is
+// polled; the condition holds until the next record, which only the test
+// releases.
+func waitForWaiter(t testing.TB, m *Meter) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second) // reports a hang only
+	for {
+		m.mu.RLock()
+		waiting := m.notify != nil
+		m.mu.RUnlock()
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nobody waits for the next reading")
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }

@@ -466,48 +466,136 @@ func (l *liveSensor) Next(ctx context.Context) (drivers.Sample, error) {
 	return drivers.Sample{}, ctx.Err()
 }
 
+// closeResult is what a window's CloseReport returned in another goroutine.
+type closeResult struct {
+	rep Report
+	err error
+}
+
+func closeAsync(ctx context.Context, w *Window) <-chan closeResult {
+	ch := make(chan closeResult, 1)
+	go func() {
+		rep, err := w.CloseReport(ctx)
+		ch <- closeResult{rep, err}
+	}()
+	return ch
+}
+
+// stepMeter is a meter over a stepped fake on a simulated clock, with two
+// readings recorded. Its wall-clock limit on Close is two periods.
+func stepMeter(t *testing.T, period time.Duration) (*simClock, *stepSensor, *Meter) {
+	t.Helper()
+	c := newSimClock()
+	s := newStep(newFake(c, period, period, constTrace{1e6}, 1000)) // 1 W
+	m, err := New(context.Background(), s, Config{Now: c.Now, Capacity: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	s.advance(t, 2)
+	return c, s, m
+}
+
+// TestCloseWaitsAtMostTwoPeriods: Close waits for the reading that brackets
+// the window's end, but no longer than two update periods on the meter's
+// clock, or on the wall clock when the sensor hangs. Time is simulated and
+// each reading is released by the test, so nothing depends on scheduling.
 func TestCloseWaitsAtMostTwoPeriods(t *testing.T) {
-	l := newLive(10 * time.Millisecond)
-	m, err := New(context.Background(), l, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	time.Sleep(50 * time.Millisecond)
+	const hour = time.Hour // long enough that the wall-clock limit never cuts in
 
-	w, _ := m.Open(context.Background())
-	time.Sleep(30 * time.Millisecond)
-	rep, err := w.CloseReport(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Coverage.EndBracketed || rep.Reading.Provenance != wire.HwShunt {
-		t.Errorf("live sensor: coverage %+v, %v", rep.Coverage, rep.Reading.Provenance)
-	}
+	t.Run("the bracketing reading arrives", func(t *testing.T) {
+		c, s, m := stepMeter(t, hour)
+		w, err := m.Open(context.Background()) // at 2 h
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advance(t, 3)
+		c.set(int64(5*hour + hour/2)) // between readings: the end is not yet covered
+		res := closeAsync(context.Background(), w)
+		waitForWaiter(t, m)
+		select {
+		case r := <-res:
+			t.Fatalf("Close returned before the reading past its end: %+v, %v", r.rep.Coverage, r.err)
+		default:
+		}
+		s.advance(t, 1) // the reading ending at 6 h
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if !r.rep.Coverage.EndBracketed || r.rep.Reading.Provenance != wire.HwShunt ||
+			r.rep.Start.Sub(c.base) != 2*hour || r.rep.End.Sub(c.base) != 6*hour ||
+			r.rep.Coverage.Samples != 4 || r.rep.Reading.EnergyUJ != 4*3600*1e6 {
+			t.Errorf("report %+v", r.rep)
+		}
+	})
 
-	w, _ = m.Open(context.Background())
-	time.Sleep(30 * time.Millisecond)
-	close(l.stop)
-	<-l.hung // every reading it made is recorded
-	begin := time.Now()
-	rep, err = w.CloseReport(context.Background())
-	waited := time.Since(begin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if waited < 2*l.period || waited > 2*time.Second {
-		t.Errorf("Close waited %v for a hung sensor, want two periods (%v)", waited, 2*l.period)
-	}
-	if rep.Coverage.EndBracketed || rep.Reading.Provenance != wire.ModelBased {
-		t.Errorf("hung sensor: coverage %+v, %v", rep.Coverage, rep.Reading.Provenance)
-	}
+	t.Run("the meter's clock passes two periods", func(t *testing.T) {
+		c, s, m := stepMeter(t, hour)
+		s.overflow = func(i int) bool { return i >= 4 } // then time moves on, nothing valid arrives
+		w, err := m.Open(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advance(t, 2)               // valid readings up to 4 h
+		c.set(int64(4*hour + hour/2)) // the window ends at 4.5 h: the limit is 6.5 h
+		res := closeAsync(context.Background(), w)
+		waitForWaiter(t, m)
+		s.advance(t, 2) // invalid readings ending at 5 h and 6 h: within the limit
+		waitForWaiter(t, m)
+		select {
+		case r := <-res:
+			t.Fatalf("Close gave up within two periods: %+v, %v", r.rep.Coverage, r.err)
+		default:
+		}
+		s.advance(t, 1) // 7 h: past the limit
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.rep.Coverage.EndBracketed || r.rep.Reading.Provenance != wire.ModelBased {
+			t.Errorf("unbracketed end: coverage %+v, %v", r.rep.Coverage, r.rep.Reading.Provenance)
+		}
+	})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	w, _ = m.Open(context.Background())
-	cancel()
-	if _, err := w.Close(ctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("Close with a cancelled context: %v", err)
-	}
+	t.Run("the sensor hangs", func(t *testing.T) {
+		const period = 20 * time.Millisecond
+		c, s, m := stepMeter(t, period)
+		w, err := m.Open(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advance(t, 2)
+		c.set(int64(4*period + period/2)) // no reading will ever cover this
+		begin := time.Now()
+		rep, err := w.CloseReport(context.Background())
+		waited := time.Since(begin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Timers never fire early, so the lower bound is exact; the upper
+		// one only tells a wait of two periods from waiting forever.
+		if waited < 2*period || waited > 10*time.Second {
+			t.Errorf("Close waited %v for a hung sensor, want two periods (%v)", waited, 2*period)
+		}
+		if rep.Coverage.EndBracketed || rep.Reading.Provenance != wire.ModelBased {
+			t.Errorf("hung sensor: coverage %+v, %v", rep.Coverage, rep.Reading.Provenance)
+		}
+	})
+
+	t.Run("a cancelled context", func(t *testing.T) {
+		c, _, m := stepMeter(t, hour)
+		w, err := m.Open(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.set(int64(2*hour + hour/2))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := w.Close(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("Close with a cancelled context: %v", err)
+		}
+	})
 }
 
 func TestSamplerStopsOnCancelAndClose(t *testing.T) {
@@ -517,11 +605,15 @@ func TestSamplerStopsOnCancelAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond)
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := m.Ready(rctx); err != nil { // sampling for real before the cancel
+		t.Fatal(err)
+	}
 	cancel()
 	select {
 	case <-m.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("sampling goroutine still running after cancel")
 	}
 	if m.Stats().Running {
@@ -534,22 +626,33 @@ func TestSamplerStopsOnCancelAndClose(t *testing.T) {
 		t.Errorf("Close: %v, sensor closed %d times", err, l.closes)
 	}
 
+	// A failing sensor is retried after an update period; an hour here, so
+	// Close can only return promptly by interrupting that back-off.
 	c := newSimClock()
-	f := newFake(c, time.Millisecond, time.Millisecond, constTrace{1}, 10)
-	f.fail = func(int) bool { return true } // in its error back-off when closed
-	m2, err := New(context.Background(), f, Config{Now: c.Now})
+	f := newFake(c, time.Hour, time.Hour, constTrace{1}, 10)
+	f.fail = func(int) bool { return true }
+	m2, err := New(context.Background(), f, Config{Now: c.Now, Capacity: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Millisecond)
-	m2.Close()
+	waitRecorded(t, m2, 1) // the first read error: now in its back-off
+	closed := make(chan error, 1)
+	go func() { closed <- m2.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not interrupt the sampler's back-off")
+	}
 	select {
 	case <-m2.done:
 	default:
 		t.Error("Close returned with the goroutine still running")
 	}
-	if f.closed.Load() != 1 {
-		t.Errorf("sensor closed %d times", f.closed.Load())
+	if f.closed.Load() != 1 || m2.Stats().Entries != 1 {
+		t.Errorf("sensor closed %d times after %d reads", f.closed.Load(), m2.Stats().Entries)
 	}
 }
 
@@ -632,7 +735,8 @@ func TestReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m2.Close()
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	waitRecorded(t, m2, 1) // a read error to name
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 0)
 	defer cancel2()
 	if err := m2.Ready(ctx2); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), errBus.Error()) {
 		t.Fatalf("Ready on a dead sensor: %v", err)

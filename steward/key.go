@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/veraison/go-cose"
+
+	"meshd/wire"
 )
 
 // Key is a steward signing identity: an Ed25519 key pair. The public key is
@@ -211,9 +213,9 @@ func readKeyFile(path string) ([]byte, error) {
 
 // ParsePublicKey parses a steward id (64 hex characters).
 func ParsePublicKey(id string) (ed25519.PublicKey, error) {
-	b, err := hex.DecodeString(id)
-	if err != nil || len(b) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("steward public key %q: want 64 hex characters", id)
+	b, err := wire.ParseHex(id, ed25519.PublicKeySize)
+	if err != nil {
+		return nil, fmt.Errorf("steward public key %q: %w", id, err)
 	}
 	return ed25519.PublicKey(b), nil
 }

@@ -454,3 +454,41 @@ func TestVerifyHonoursCancellation(t *testing.T) {
 		t.Fatalf("open with a cancelled context: %v", err)
 	}
 }
+
+// Repair is explicit: it reports without -apply, and with it quarantines
+// the damaged record and everything after, keeping the verified prefix.
+func TestRepairLog(t *testing.T) {
+	dir, seg, offs := writeLog(t, 6)
+	orig, _ := os.ReadFile(seg)
+	bad := bytes.Clone(orig)
+	bad[offs[3]+40] ^= 0x20
+	os.WriteFile(seg, bad, 0o644)
+
+	rep, err := RepairLog(bg, dir, nil, false)
+	if err != nil || rep.Damage == nil || rep.Damage.Sequence != 3 || rep.Applied || rep.CheckpointsDropped != 1 {
+		t.Fatalf("dry run: %v %+v", err, rep)
+	}
+	if after, _ := os.ReadFile(seg); !bytes.Equal(after, bad) {
+		t.Fatal("a dry run changed the log")
+	}
+	rep, err = RepairLog(bg, dir, nil, true)
+	if err != nil || !rep.Applied || rep.Records != 3 {
+		t.Fatalf("repair: %v %+v", err, rep)
+	}
+	moved, err := os.ReadFile(filepath.Join(rep.Quarantine, SegmentName(0)))
+	if err != nil || !bytes.Equal(moved, bad[offs[3]:]) {
+		t.Fatalf("quarantined bytes differ from the cut: %v", err)
+	}
+	k := testKey(t)
+	st, l, orep := openTestLog(t, dir, k, LogOptions{})
+	if orep.Records != 3 {
+		t.Fatalf("after repair the log holds %d receipts, want 3", orep.Records)
+	}
+	if s, err := st.Seal(bg, draft(7)); err != nil || s.Receipt.Sequence != 3 {
+		t.Fatalf("append after repair: %v", err)
+	}
+	l.Close()
+	if v, err := VerifyLog(bg, dir, VerifyOptions{Trusted: k.Public()}); err != nil || v.Records != 4 {
+		t.Fatalf("verify after repair: %v", err)
+	}
+}

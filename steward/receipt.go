@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 
 	"meshd/wire"
 )
@@ -15,10 +18,13 @@ const Profile = "mesh/1"
 const NonceSize = 16
 
 // Receipt is the signed core of a mesh/1 receipt (§6.1) plus meshd's
-// documented extension fields (PROFILE.md). Optional fields are pointers and
-// are dropped when nil; every other field is always present, zero included.
-// It is encoded as a deterministic CBOR map with text keys and only unsigned
-// integer and text values: no floats, booleans or nulls.
+// documented extension fields (PROFILE.md §6). Optional fields are pointers
+// and are dropped when nil; every other field is always present, zero
+// included. It is encoded as a deterministic CBOR map with text keys and
+// only unsigned integer and text values: no floats, booleans or nulls.
+//
+// meshd's extensions are pointers too: meshd always seals them, but a
+// receipt from another implementation need not carry them (PROFILE.md §15).
 type Receipt struct {
 	MeshReceipt        string  `cbor:"mesh_receipt"`
 	RequestID          string  `cbor:"request_id"`
@@ -43,150 +49,637 @@ type Receipt struct {
 	Nonce              string  `cbor:"nonce"`
 	Steward            string  `cbor:"steward"`
 
-	// Extensions (PROFILE.md §Extensions): what an auditor needs to judge
-	// the energy figure, and the link to the grant ledger.
-	Meter        string  `cbor:"x_meter"`
-	WindowNs     uint64  `cbor:"x_window_ns"`
+	// Extensions (PROFILE.md §6): what an auditor needs to judge the
+	// energy figure, and the link to the grant ledger.
+	Meter        *string `cbor:"x_meter,omitempty"`
+	WindowNs     *uint64 `cbor:"x_window_ns,omitempty"`
 	ErrorUJ      *uint64 `cbor:"x_error_uj,omitempty"`
 	Samples      *uint64 `cbor:"x_samples,omitempty"`
 	MaxGapNs     *uint64 `cbor:"x_max_gap_ns,omitempty"`
-	SealedUnixMs uint64  `cbor:"x_sealed_unix_ms"`
+	SealedUnixMs *uint64 `cbor:"x_sealed_unix_ms,omitempty"`
 	GrantHold    *uint64 `cbor:"x_grant_hold,omitempty"`
 	// GrantDebitUJ is what the serve debited from the grant: the charged
 	// figure capped at the hold (the request's ceiling), so a budget is
 	// never overdrawn even when a serve costs more than its ceiling; the
 	// overrun stays visible as charged − debit.
 	GrantDebitUJ *uint64 `cbor:"x_grant_debit_uj,omitempty"`
+
+	// Foreign holds the "x_" keys meshd does not define, from receipts
+	// sealed by other implementations. They are signed, so they are kept
+	// and re-encoded exactly.
+	Foreign []Extension `cbor:"-"`
+}
+
+// Extension is one "x_" field meshd does not define: its key and the
+// deterministic CBOR encoding of its value (PROFILE.md §15 says which
+// values are allowed).
+type Extension struct {
+	Key   string
+	Value []byte
 }
 
 // ErrField is wrapped by every violation of the receipt field rules.
 var ErrField = errors.New("receipt field rule violated")
+
+// fieldErr is a field-rule violation with its stable reason.
+func fieldErr(r Reason, format string, a ...any) error {
+	return refuse(r, fmt.Errorf("%w: %s", ErrField, fmt.Sprintf(format, a...)))
+}
+
+// u64p returns a pointer to a copy of v, for the optional fields.
+func u64p(v uint64) *uint64 { return &v }
 
 // Energy reconstructs the Energy record the receipt states, checking the
 // coupling on the way.
 func (r *Receipt) Energy() (wire.Energy, error) {
 	p, err := wire.ParseProvenance(r.EnergyProvenance)
 	if err != nil {
-		return wire.Energy{}, fmt.Errorf("%w: %v", ErrField, err)
+		return wire.Energy{}, fieldErr(RefusedFieldValue, "%v", err)
 	}
 	e, err := wire.NewEnergy(r.MeasuredUJ, r.EstimatedUJ, p)
 	if err != nil {
-		return wire.Energy{}, err
+		return wire.Energy{}, refuse(RefusedCoupling, err)
 	}
 	return e, nil
 }
 
-// Check enforces every §6 rule that can be judged from the receipt alone.
+// Check enforces everything meshd demands of a receipt it seals: the rules
+// of CheckConforming, and meshd's own extensions all present (x_meter,
+// x_window_ns, x_sealed_unix_ms always; grant_id, x_grant_hold and
+// x_grant_debit_uj together), and no extension meshd does not define.
 func (r *Receipt) Check() error {
+	if err := r.CheckConforming(); err != nil {
+		return err
+	}
+	if r.Meter == nil || r.WindowNs == nil || r.SealedUnixMs == nil {
+		return fieldErr(RefusedMissingField, "meshd seals x_meter, x_window_ns and x_sealed_unix_ms on every receipt")
+	}
+	granted := r.GrantID != nil
+	if (r.GrantHold != nil) != granted || (r.GrantDebitUJ != nil) != granted {
+		return fieldErr(RefusedMissingField, "grant_id, x_grant_hold and x_grant_debit_uj must be present together")
+	}
+	if len(r.Foreign) != 0 {
+		return fieldErr(RefusedFieldValue, "meshd seals no extension it does not define (%s)", r.Foreign[0].Key)
+	}
+	return nil
+}
+
+// CheckConforming enforces every rule a mesh/1 receipt from any
+// implementation must satisfy that can be judged from the receipt alone
+// (PROFILE.md §15): the §6.1 fields, and meshd's extensions only where
+// they are present. OpenEnvelope applies it.
+func (r *Receipt) CheckConforming() error {
 	if r.MeshReceipt != Profile {
-		return fmt.Errorf("%w: mesh_receipt is %q, want %q", ErrField, r.MeshReceipt, Profile)
+		return fieldErr(RefusedFieldValue, "mesh_receipt is %q, want %q", r.MeshReceipt, Profile)
 	}
-	if _, err := wire.ParseContentID(r.RequestID); err != nil {
-		return fmt.Errorf("%w: request_id: %v", ErrField, err)
+	if !wire.IsLowerHex(r.RequestID, 32) {
+		return fieldErr(RefusedFieldValue, "request_id must be 64 lower-case hex characters")
 	}
-	if r.GrantID != nil {
-		if _, err := wire.ParseContentID(*r.GrantID); err != nil {
-			return fmt.Errorf("%w: grant_id: %v", ErrField, err)
-		}
+	if r.GrantID != nil && !wire.IsLowerHex(*r.GrantID, 32) {
+		return fieldErr(RefusedFieldValue, "grant_id must be 64 lower-case hex characters")
 	}
 	if r.Backend == "" || r.Recipe == "" || r.Route == "" {
-		return fmt.Errorf("%w: backend, recipe and route must be non-empty", ErrField)
+		return fieldErr(RefusedFieldValue, "backend, recipe and route must be non-empty")
 	}
 	if r.TokensAccepted > r.TokensOut {
-		return fmt.Errorf("%w: tokens_accepted %d exceeds tokens_out %d", ErrField, r.TokensAccepted, r.TokensOut)
+		return fieldErr(RefusedFieldValue, "tokens_accepted %d exceeds tokens_out %d", r.TokensAccepted, r.TokensOut)
 	}
 	if r.SpecAccepted > r.SpecProposed {
-		return fmt.Errorf("%w: spec_accepted %d exceeds spec_proposed %d", ErrField, r.SpecAccepted, r.SpecProposed)
+		return fieldErr(RefusedFieldValue, "spec_accepted %d exceeds spec_proposed %d", r.SpecAccepted, r.SpecProposed)
 	}
 	if _, err := wire.FidelityFromUint(uint64(r.FidelityFloor)); err != nil {
-		return fmt.Errorf("%w: fidelity_floor: %v", ErrField, err)
+		return fieldErr(RefusedFieldValue, "fidelity_floor: %v", err)
 	}
 	if r.FidelityMet > 1 {
-		return fmt.Errorf("%w: fidelity_met is %d, want 0 or 1", ErrField, r.FidelityMet)
+		return fieldErr(RefusedFieldValue, "fidelity_met is %d, want 0 or 1", r.FidelityMet)
 	}
 	e, err := r.Energy()
 	if err != nil {
 		return err
 	}
+	estimator := e.Provenance() == wire.Estimator
 	// §6.1: measured_uj is present iff HwShunt. The coupling allows a
 	// ModelBased measurement in the Energy record, but the wire form keeps
-	// measured_uj for hardware readings only (PROFILE.md).
+	// measured_uj for hardware readings only (PROFILE.md §5).
 	if _, has := e.MeasuredUJ(); has != (e.Provenance() == wire.HwShunt) {
-		return fmt.Errorf("%w: measured_uj must be present iff energy_provenance is HwShunt", ErrField)
+		return fieldErr(RefusedCoupling, "measured_uj must be present iff energy_provenance is HwShunt")
 	}
 	switch {
 	case r.TokensAccepted == 0 && r.UJPerAcceptedToken != nil:
-		return fmt.Errorf("%w: uj_per_accepted_token present with no accepted tokens", ErrField)
+		return fieldErr(RefusedFieldValue, "uj_per_accepted_token present with no accepted tokens")
 	case r.TokensAccepted > 0 && r.UJPerAcceptedToken == nil:
-		return fmt.Errorf("%w: uj_per_accepted_token missing", ErrField)
+		return fieldErr(RefusedFieldValue, "uj_per_accepted_token missing with %d accepted tokens", r.TokensAccepted)
 	case r.TokensAccepted > 0 && *r.UJPerAcceptedToken != e.UJ()/uint64(r.TokensAccepted):
-		return fmt.Errorf("%w: uj_per_accepted_token %d, want %d/%d = %d", ErrField,
+		return fieldErr(RefusedFieldValue, "uj_per_accepted_token %d, want %d/%d = %d",
 			*r.UJPerAcceptedToken, e.UJ(), r.TokensAccepted, e.UJ()/uint64(r.TokensAccepted))
 	}
 	if (r.Sequence == 0) != (r.Prev == nil) {
-		return fmt.Errorf("%w: prev must be absent at sequence 0 and present after", ErrField)
+		return fieldErr(RefusedFieldValue, "prev must be absent at sequence 0 and present after")
 	}
-	if r.Prev != nil {
-		if _, err := wire.ParseContentID(*r.Prev); err != nil {
-			return fmt.Errorf("%w: prev: %v", ErrField, err)
+	if r.Prev != nil && !wire.IsLowerHex(*r.Prev, 32) {
+		return fieldErr(RefusedFieldValue, "prev must be 64 lower-case hex characters")
+	}
+	if !wire.IsLowerHex(r.Nonce, NonceSize) {
+		return fieldErr(RefusedFieldValue, "nonce must be %d bytes of lower-case hex", NonceSize)
+	}
+	if !wire.IsLowerHex(r.Steward, 32) {
+		return fieldErr(RefusedFieldValue, "steward must be a 32-byte Ed25519 public key in lower-case hex")
+	}
+	// meshd's metering extensions travel as a group: once a receipt uses
+	// any of them it is held to all of their rules, so a partial set cannot
+	// pass as meshd's.
+	if r.Meter != nil || r.WindowNs != nil || r.SealedUnixMs != nil || r.ErrorUJ != nil || r.Samples != nil || r.MaxGapNs != nil {
+		if r.Meter == nil || r.WindowNs == nil || r.SealedUnixMs == nil {
+			return fieldErr(RefusedMissingField, "x_meter, x_window_ns and x_sealed_unix_ms must be present together")
+		}
+		if *r.Meter == "" {
+			return fieldErr(RefusedFieldValue, "x_meter must name the meter")
+		}
+		for _, f := range [...]struct {
+			key string
+			v   *uint64
+		}{{"x_error_uj", r.ErrorUJ}, {"x_samples", r.Samples}, {"x_max_gap_ns", r.MaxGapNs}} {
+			if (f.v != nil) == estimator {
+				return fieldErr(RefusedCoupling, "%s must be present iff energy_provenance is not Estimator", f.key)
+			}
 		}
 	}
-	if n, err := hexLen(r.Nonce); err != nil || n != NonceSize {
-		return fmt.Errorf("%w: nonce must be %d bytes of lower-case hex", ErrField, NonceSize)
+	// A grant_id alone is mesh/1; meshd's ledger fields, once present, must
+	// name the grant and stay within the charged figure.
+	if r.GrantHold != nil || r.GrantDebitUJ != nil {
+		if r.GrantID == nil || r.GrantHold == nil || r.GrantDebitUJ == nil {
+			return fieldErr(RefusedMissingField, "grant_id, x_grant_hold and x_grant_debit_uj must be present together")
+		}
+		if *r.GrantDebitUJ > e.UJ() {
+			return fieldErr(RefusedFieldValue, "x_grant_debit_uj %d exceeds the charged %d µJ", *r.GrantDebitUJ, e.UJ())
+		}
 	}
-	if n, err := hexLen(r.Steward); err != nil || n != 32 {
-		return fmt.Errorf("%w: steward must be a 32-byte Ed25519 public key in lower-case hex", ErrField)
-	}
-	if r.Meter == "" {
-		return fmt.Errorf("%w: x_meter must name the meter", ErrField)
-	}
-	granted := r.GrantID != nil
-	if (r.GrantHold != nil) != granted || (r.GrantDebitUJ != nil) != granted {
-		return fmt.Errorf("%w: grant_id, x_grant_hold and x_grant_debit_uj must be present together", ErrField)
-	}
-	if granted && *r.GrantDebitUJ > e.UJ() {
-		return fmt.Errorf("%w: x_grant_debit_uj %d exceeds the charged %d µJ", ErrField, *r.GrantDebitUJ, e.UJ())
+	for i, x := range r.Foreign {
+		if !strings.HasPrefix(x.Key, "x_") || fieldIndex(x.Key) >= 0 {
+			return fieldErr(RefusedUnknownField, "%q is not an extension key meshd leaves to others", x.Key)
+		}
+		if i > 0 && !keyLess(r.Foreign[i-1].Key, x.Key) {
+			return fieldErr(RefusedCoreEncoding, "extensions %q and %q are unsorted or duplicated", r.Foreign[i-1].Key, x.Key)
+		}
+		if end, err := wire.SkipItem(x.Value, 0); err != nil || end != len(x.Value) {
+			return fieldErr(RefusedCoreEncoding, "extension %q is not one deterministic CBOR item of integers, strings, arrays and maps", x.Key)
+		}
 	}
 	return nil
 }
 
-func hexLen(s string) (int, error) {
-	if len(s)%2 != 0 {
-		return 0, errors.New("odd length")
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return 0, fmt.Errorf("bad hex character %q", c)
-		}
-	}
-	return len(s) / 2, nil
+// coreField describes one key meshd knows. The table is in the bytewise
+// order of the encoded keys, which for text keys is shorter first, then
+// bytewise: the order both the encoder and the decoder walk.
+type coreField struct {
+	key      string
+	id       fieldID
+	text     bool   // a text string; otherwise an unsigned integer
+	max      uint64 // the largest integer the Go field holds
+	required bool   // §6.1 "always"
 }
 
-// EncodeCore returns the deterministic CBOR of the receipt: the signed core.
+type fieldID uint8
+
+const (
+	fPrev fieldID = iota
+	fNonce
+	fRoute
+	fRecipe
+	fBackend
+	fSteward
+	fXMeter
+	fGrantID
+	fSequence
+	fTokensIn
+	fXSamples
+	fRequestID
+	fTokensOut
+	fXErrorUJ
+	fMeasuredUJ
+	fXWindowNs
+	fEstimatedUJ
+	fFidelityMet
+	fMeshReceipt
+	fXGrantHold
+	fXMaxGapNs
+	fSpecAccepted
+	fSpecProposed
+	fFidelityFloor
+	fTokensAccepted
+	fCacheHitTokens
+	fXGrantDebitUJ
+	fXSealedUnixMs
+	fEnergyProvenance
+	fUJPerAcceptedToken
+	numFields
+)
+
+var coreFields = [numFields]coreField{
+	{"prev", fPrev, true, 0, false},
+	{"nonce", fNonce, true, 0, true},
+	{"route", fRoute, true, 0, true},
+	{"recipe", fRecipe, true, 0, true},
+	{"backend", fBackend, true, 0, true},
+	{"steward", fSteward, true, 0, true},
+	{"x_meter", fXMeter, true, 0, false},
+	{"grant_id", fGrantID, true, 0, false},
+	{"sequence", fSequence, false, math.MaxUint64, true},
+	{"tokens_in", fTokensIn, false, math.MaxUint32, true},
+	{"x_samples", fXSamples, false, math.MaxUint64, false},
+	{"request_id", fRequestID, true, 0, true},
+	{"tokens_out", fTokensOut, false, math.MaxUint32, true},
+	{"x_error_uj", fXErrorUJ, false, math.MaxUint64, false},
+	{"measured_uj", fMeasuredUJ, false, math.MaxUint64, false},
+	{"x_window_ns", fXWindowNs, false, math.MaxUint64, false},
+	{"estimated_uj", fEstimatedUJ, false, math.MaxUint64, true},
+	{"fidelity_met", fFidelityMet, false, math.MaxUint8, true},
+	{"mesh_receipt", fMeshReceipt, true, 0, true},
+	{"x_grant_hold", fXGrantHold, false, math.MaxUint64, false},
+	{"x_max_gap_ns", fXMaxGapNs, false, math.MaxUint64, false},
+	{"spec_accepted", fSpecAccepted, false, math.MaxUint32, true},
+	{"spec_proposed", fSpecProposed, false, math.MaxUint32, true},
+	{"fidelity_floor", fFidelityFloor, false, math.MaxUint8, true},
+	{"tokens_accepted", fTokensAccepted, false, math.MaxUint32, true},
+	{"cache_hit_tokens", fCacheHitTokens, false, math.MaxUint32, true},
+	{"x_grant_debit_uj", fXGrantDebitUJ, false, math.MaxUint64, false},
+	{"x_sealed_unix_ms", fXSealedUnixMs, false, math.MaxUint64, false},
+	{"energy_provenance", fEnergyProvenance, true, 0, true},
+	{"uj_per_accepted_token", fUJPerAcceptedToken, false, math.MaxUint64, false},
+}
+
+// keyLess orders text keys as their deterministic encodings sort: the
+// shortest-form head grows with the length, so shorter first, then bytes.
+func keyLess(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
+// fieldIndex returns the table index of a known key, or -1.
+func fieldIndex(key string) int {
+	for i := range coreFields {
+		if coreFields[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// text returns a text field and whether it is present.
+func (r *Receipt) text(id fieldID) (string, bool) {
+	switch id {
+	case fNonce:
+		return r.Nonce, true
+	case fRoute:
+		return r.Route, true
+	case fPrev:
+		if r.Prev != nil {
+			return *r.Prev, true
+		}
+	case fRecipe:
+		return r.Recipe, true
+	case fBackend:
+		return r.Backend, true
+	case fSteward:
+		return r.Steward, true
+	case fXMeter:
+		if r.Meter != nil {
+			return *r.Meter, true
+		}
+	case fGrantID:
+		if r.GrantID != nil {
+			return *r.GrantID, true
+		}
+	case fRequestID:
+		return r.RequestID, true
+	case fMeshReceipt:
+		return r.MeshReceipt, true
+	case fEnergyProvenance:
+		return r.EnergyProvenance, true
+	}
+	return "", false
+}
+
+// uint returns an integer field and whether it is present.
+func (r *Receipt) uint(id fieldID) (uint64, bool) {
+	opt := func(p *uint64) (uint64, bool) {
+		if p == nil {
+			return 0, false
+		}
+		return *p, true
+	}
+	switch id {
+	case fSequence:
+		return r.Sequence, true
+	case fTokensIn:
+		return uint64(r.TokensIn), true
+	case fXSamples:
+		return opt(r.Samples)
+	case fTokensOut:
+		return uint64(r.TokensOut), true
+	case fXErrorUJ:
+		return opt(r.ErrorUJ)
+	case fMeasuredUJ:
+		return opt(r.MeasuredUJ)
+	case fXWindowNs:
+		return opt(r.WindowNs)
+	case fEstimatedUJ:
+		return r.EstimatedUJ, true
+	case fFidelityMet:
+		return uint64(r.FidelityMet), true
+	case fXGrantHold:
+		return opt(r.GrantHold)
+	case fXMaxGapNs:
+		return opt(r.MaxGapNs)
+	case fSpecAccepted:
+		return uint64(r.SpecAccepted), true
+	case fSpecProposed:
+		return uint64(r.SpecProposed), true
+	case fFidelityFloor:
+		return uint64(r.FidelityFloor), true
+	case fTokensAccepted:
+		return uint64(r.TokensAccepted), true
+	case fCacheHitTokens:
+		return uint64(r.CacheHitTokens), true
+	case fXGrantDebitUJ:
+		return opt(r.GrantDebitUJ)
+	case fXSealedUnixMs:
+		return opt(r.SealedUnixMs)
+	case fUJPerAcceptedToken:
+		return opt(r.UJPerAcceptedToken)
+	}
+	return 0, false
+}
+
+// decoded is a Receipt with room for its optional integers and text, so
+// that decoding one costs a couple of allocations rather than one per
+// field.
+type decoded struct {
+	r    Receipt
+	u    [numFields]uint64
+	text [numFields]string
+}
+
+func (d *decoded) setText(id fieldID, s string) {
+	r := &d.r
+	switch id {
+	case fNonce:
+		r.Nonce = s
+	case fRoute:
+		r.Route = s
+	case fPrev:
+		d.text[id] = s
+		r.Prev = &d.text[id]
+	case fRecipe:
+		r.Recipe = s
+	case fBackend:
+		r.Backend = s
+	case fSteward:
+		r.Steward = s
+	case fXMeter:
+		d.text[id] = s
+		r.Meter = &d.text[id]
+	case fGrantID:
+		d.text[id] = s
+		r.GrantID = &d.text[id]
+	case fRequestID:
+		r.RequestID = s
+	case fMeshReceipt:
+		r.MeshReceipt = s
+	case fEnergyProvenance:
+		r.EnergyProvenance = s
+	}
+}
+
+// setUint stores v, which the caller has checked against the field's max.
+func (d *decoded) setUint(id fieldID, v uint64) {
+	r := &d.r
+	opt := func() *uint64 { d.u[id] = v; return &d.u[id] }
+	switch id {
+	case fSequence:
+		r.Sequence = v
+	case fTokensIn:
+		r.TokensIn = uint32(v)
+	case fXSamples:
+		r.Samples = opt()
+	case fTokensOut:
+		r.TokensOut = uint32(v)
+	case fXErrorUJ:
+		r.ErrorUJ = opt()
+	case fMeasuredUJ:
+		r.MeasuredUJ = opt()
+	case fXWindowNs:
+		r.WindowNs = opt()
+	case fEstimatedUJ:
+		r.EstimatedUJ = v
+	case fFidelityMet:
+		r.FidelityMet = uint8(v)
+	case fXGrantHold:
+		r.GrantHold = opt()
+	case fXMaxGapNs:
+		r.MaxGapNs = opt()
+	case fSpecAccepted:
+		r.SpecAccepted = uint32(v)
+	case fSpecProposed:
+		r.SpecProposed = uint32(v)
+	case fFidelityFloor:
+		r.FidelityFloor = uint8(v)
+	case fTokensAccepted:
+		r.TokensAccepted = uint32(v)
+	case fCacheHitTokens:
+		r.CacheHitTokens = uint32(v)
+	case fXGrantDebitUJ:
+		r.GrantDebitUJ = opt()
+	case fXSealedUnixMs:
+		r.SealedUnixMs = opt()
+	case fUJPerAcceptedToken:
+		r.UJPerAcceptedToken = opt()
+	}
+}
+
+// EncodeCore returns the deterministic CBOR of the receipt: the signed
+// core. Known keys are written in the table's (bytewise) order with the
+// foreign extensions merged in by the same order. It judges encodability
+// only; Check judges the rules.
 func (r *Receipt) EncodeCore() ([]byte, error) {
-	b, err := wire.EncMode().Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode receipt core: %w", err)
+	foreign := r.Foreign
+	if !slices.IsSortedFunc(foreign, func(a, b Extension) int { return cmpKey(a.Key, b.Key) }) {
+		foreign = slices.Clone(foreign)
+		slices.SortFunc(foreign, func(a, b Extension) int { return cmpKey(a.Key, b.Key) })
+	}
+	n := len(foreign)
+	for i := range coreFields {
+		f := &coreFields[i]
+		if f.text {
+			if _, ok := r.text(f.id); ok {
+				n++
+			}
+		} else if _, ok := r.uint(f.id); ok {
+			n++
+		}
+	}
+	size := 512
+	for _, x := range foreign {
+		size += len(x.Key) + len(x.Value) + 2
+	}
+	b := wire.AppendHead(make([]byte, 0, size), wire.MajorMap, uint64(n))
+	j := 0
+	for i := range coreFields {
+		f := &coreFields[i]
+		for ; j < len(foreign) && keyLess(foreign[j].Key, f.key); j++ {
+			var err error
+			if b, err = appendForeign(b, foreign[j]); err != nil {
+				return nil, err
+			}
+		}
+		if j < len(foreign) && foreign[j].Key == f.key {
+			return nil, fmt.Errorf("encode receipt core: extension %q duplicates a known field", f.key)
+		}
+		if f.text {
+			if s, ok := r.text(f.id); ok {
+				b = wire.AppendText(wire.AppendText(b, f.key), s)
+			}
+		} else if v, ok := r.uint(f.id); ok {
+			b = wire.AppendHead(wire.AppendText(b, f.key), wire.MajorUint, v)
+		}
+	}
+	for ; j < len(foreign); j++ {
+		var err error
+		if b, err = appendForeign(b, foreign[j]); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }
 
-// DecodeCore decodes a signed core strictly: unknown keys, duplicate keys,
-// wrong types, and any encoding that is not exactly the deterministic
-// re-encoding of its content (which rules out floats, booleans, nulls,
-// indefinite lengths and unsorted keys) are refused.
+func cmpKey(a, b string) int {
+	switch {
+	case keyLess(a, b):
+		return -1
+	case keyLess(b, a):
+		return 1
+	}
+	return 0
+}
+
+func appendForeign(b []byte, x Extension) ([]byte, error) {
+	if !strings.HasPrefix(x.Key, "x_") {
+		return nil, fmt.Errorf("encode receipt core: extension key %q does not start with x_", x.Key)
+	}
+	if end, err := wire.SkipItem(x.Value, 0); err != nil || end != len(x.Value) {
+		return nil, fmt.Errorf("encode receipt core: extension %q is not one deterministic CBOR item", x.Key)
+	}
+	return append(wire.AppendText(b, x.Key), x.Value...), nil
+}
+
+// maxCoreFields bounds the map size a core may declare, far above the 30
+// keys meshd knows, so that a hostile count is refused before any loop.
+const maxCoreFields = 256
+
+// DecodeCore decodes a signed core strictly, without reflection: it must be
+// one definite-length map with text keys in strictly increasing bytewise
+// order (so no duplicates), shortest-form heads, the right type for every
+// known field, only "x_" keys besides those, and nothing after the map.
+// Such input is exactly its deterministic re-encoding; EncodeCore reproduces
+// it byte for byte. Field rules are CheckConforming's.
 func DecodeCore(b []byte) (*Receipt, error) {
-	var r Receipt
-	if err := wire.DecMode().Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("decode receipt core: %w", err)
+	coreErr := func(format string, a ...any) error {
+		return refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %w: %s", wire.ErrNotDeterministic, fmt.Sprintf(format, a...)))
 	}
-	again, err := r.EncodeCore()
+	major, n, off, err := wire.ReadHead(b, 0)
 	if err != nil {
-		return nil, err
+		return nil, refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %w", err))
 	}
-	if !bytes.Equal(again, b) {
-		return nil, errors.New("decode receipt core: not in deterministic CBOR form (or carries null/float/bool values)")
+	if major != wire.MajorMap {
+		return nil, coreErr("the core is CBOR major type %d, want a map", major)
 	}
-	return &r, nil
+	if n > maxCoreFields {
+		return nil, coreErr("the core declares %d keys", n)
+	}
+	// One string holds every text value: the fields are sub-strings of it.
+	all := string(b)
+	d := new(decoded)
+	var seen [numFields]bool
+	var prevKey []byte
+	next := 0 // the first table entry not yet passed
+	for i := uint64(0); i < n; i++ {
+		keyStart := off
+		key, kEnd, err := wire.ReadString(b, off, wire.MajorText)
+		if err != nil {
+			return nil, coreErr("key %d: %v", i, err)
+		}
+		rawKey := b[keyStart:kEnd]
+		if prevKey != nil && wire.CompareKeys(prevKey, rawKey) >= 0 {
+			return nil, coreErr("key %q is out of order or repeated", key)
+		}
+		prevKey = rawKey
+		keyStr := all[kEnd-len(key) : kEnd]
+		off = kEnd
+		for next < len(coreFields) && keyLess(coreFields[next].key, keyStr) {
+			next++
+		}
+		if next == len(coreFields) || coreFields[next].key != keyStr {
+			if !strings.HasPrefix(keyStr, "x_") {
+				return nil, fieldErr(RefusedUnknownField, "unknown key %q", keyStr)
+			}
+			end, err := wire.SkipItem(b, off)
+			if err != nil {
+				return nil, refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: extension %q: %w", keyStr, err))
+			}
+			d.r.Foreign = append(d.r.Foreign, Extension{Key: keyStr, Value: bytes.Clone(b[off:end])})
+			off = end
+			continue
+		}
+		f := &coreFields[next]
+		seen[f.id] = true
+		vm, v, vEnd, err := wire.ReadHead(b, off)
+		if err != nil {
+			return nil, refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %s: %w", f.key, err))
+		}
+		switch {
+		case f.text && vm == wire.MajorText:
+			s, end, err := wire.ReadString(b, off, wire.MajorText)
+			if err != nil {
+				return nil, refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %s: %w", f.key, err))
+			}
+			d.setText(f.id, all[end-len(s):end])
+			off = end
+		case !f.text && vm == wire.MajorUint:
+			if v > f.max {
+				return nil, fieldErr(RefusedFieldValue, "%s %d is out of range (at most %d)", f.key, v, f.max)
+			}
+			d.setUint(f.id, v)
+			off = vEnd
+		case vm == wire.MajorOther || vm == wire.MajorTag:
+			// Not a type error: PROFILE.md §1 keeps floats, booleans, nulls
+			// and tags out of the encoding itself.
+			return nil, coreErr("%s holds a float, boolean, null, simple value or tag", f.key)
+		default:
+			want := "an unsigned integer"
+			if f.text {
+				want = "a text string"
+			}
+			return nil, fieldErr(RefusedFieldType, "%s is CBOR major type %d, want %s", f.key, vm, want)
+		}
+	}
+	if off != len(b) {
+		return nil, coreErr("%d bytes after the map", len(b)-off)
+	}
+	for i := range coreFields {
+		if f := &coreFields[i]; f.required && !seen[f.id] {
+			return nil, fieldErr(RefusedMissingField, "%s is missing", f.key)
+		}
+	}
+	return &d.r, nil
+}
+
+// MeterName returns x_meter, or "" when the receipt does not carry meshd's
+// metering extensions.
+func (r *Receipt) MeterName() string {
+	if r.Meter == nil {
+		return ""
+	}
+	return *r.Meter
 }

@@ -2,6 +2,7 @@ package steward
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -60,8 +61,8 @@ func New(key *Key, log *Log, opt Options) *Steward {
 	return s
 }
 
-// Key returns the steward's key.
-func (s *Steward) Key() *Key { return s.key }
+// Public returns the steward's public key: its identity, the COSE kid.
+func (s *Steward) Public() ed25519.PublicKey { return s.key.Public() }
 
 // Build makes the receipt for d at the given chain position, without
 // sealing it. The Energy coupling and every field rule are checked here, so
@@ -101,9 +102,9 @@ func (s *Steward) Build(d Draft, seq uint64, prev *wire.ContentID, nonce []byte,
 		Sequence:         seq,
 		Nonce:            hex.EncodeToString(nonce),
 		Steward:          s.key.ID(),
-		Meter:            meter,
-		WindowNs:         d.Metering.WindowNs,
-		SealedUnixMs:     uint64(now.UnixMilli()),
+		Meter:            &meter,
+		WindowNs:         u64p(d.Metering.WindowNs),
+		SealedUnixMs:     u64p(uint64(now.UnixMilli())),
 		GrantHold:        d.GrantHold,
 		GrantDebitUJ:     d.GrantDebit,
 	}
@@ -149,7 +150,7 @@ func (s *Steward) Seal(ctx context.Context, d Draft) (*Sealed, error) {
 	}
 	now := s.clock()
 	var out Sealed
-	_, id, err := s.log.Append(ctx, func(seq uint64, prev *wire.ContentID) ([]byte, error) {
+	_, id, err := s.log.appendAs(ctx, s.key.Public(), func(seq uint64, prev *wire.ContentID) ([]byte, error) {
 		r, err := s.Build(d, seq, prev, nonce, now)
 		if err != nil {
 			return nil, err
@@ -158,7 +159,7 @@ func (s *Steward) Seal(ctx context.Context, d Draft) (*Sealed, error) {
 		if err != nil {
 			return nil, err
 		}
-		env, err := SealCore(s.key, core)
+		env, err := Sign1(s.key, core)
 		if err != nil {
 			return nil, err
 		}

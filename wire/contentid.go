@@ -22,14 +22,12 @@ func (c ContentID) String() string { return hex.EncodeToString(c[:]) }
 // practice and which this package uses as "absent".
 func (c ContentID) IsZero() bool { return c == ContentID{} }
 
-// ParseContentID parses a 64-character hex content id.
+// ParseContentID parses a content id written as 64 lower-case hex
+// characters; upper case is refused (PROFILE.md §2).
 func ParseContentID(s string) (ContentID, error) {
 	var c ContentID
-	if len(s) != 64 {
-		return c, fmt.Errorf("content id %q: want 64 hex characters, got %d", s, len(s))
-	}
-	if _, err := hex.Decode(c[:], []byte(s)); err != nil {
-		return c, fmt.Errorf("content id %q: %w", s, err)
+	if err := DecodeHex(c[:], s); err != nil {
+		return ContentID{}, fmt.Errorf("content id %q: %w", s, err)
 	}
 	return c, nil
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 )
@@ -85,6 +86,16 @@ func (r *ServeRequest) UnmarshalCBOR(b []byte) error {
 	copy(out.PromptHash[:], *w.PromptHash)
 	if err := out.Validate(); err != nil {
 		return err
+	}
+	// The request id is the hash of the deterministic encoding, so bytes in
+	// any other form (unsorted keys, padded integers) would be checked under
+	// one id and hashed by a receiver under another.
+	again, err := out.MarshalCBOR()
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(again, b) {
+		return fmt.Errorf("%w: %w: the request is not its own deterministic re-encoding", ErrBadRequest, ErrNotDeterministic)
 	}
 	*r = out
 	return nil

@@ -25,6 +25,12 @@ type demoRequest struct {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runDemoWith(ctx, args, stdout, stderr, meterHooks{})
+}
+
+// runDemoWith is runDemo with hooks on its meter, so that a test can drive
+// the sensor step by step; the zero hooks change nothing.
+func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, hooks meterHooks) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "directory for the key, receipt log and demo model (default: a new temporary directory)")
@@ -47,7 +53,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		*dir = d
 	}
 	keyPath := filepath.Join(*dir, "steward.key")
-	logPath := filepath.Join(*dir, "receipts.log")
+	logPath := filepath.Join(*dir, "receipts")
 	key, err := steward.LoadKeyFile(keyPath)
 	if errors.Is(err, os.ErrNotExist) {
 		if key, err = steward.GenerateKey(rand.Reader); err == nil {
@@ -57,7 +63,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	log, rep, err := steward.OpenLog(logPath, steward.LogOptions{Trusted: key.Public()})
+	log, rep, err := steward.OpenLog(ctx, logPath, steward.LogOptions{Key: key})
 	if err != nil {
 		return err
 	}
@@ -69,12 +75,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	var meter agent.Meter
 	if *meterSpec != "" {
-		m, err := openMeter(ctx, *meterSpec, *hwmonRoot)
+		m, err := openMeter(ctx, *meterSpec, *hwmonRoot, hooks)
 		if err != nil {
 			return err
 		}
 		defer m.Close()
-		meter = agent.FromShunt(m)
+		meter = hooks.wrapMeter(agent.FromShunt(m))
 	}
 	var backends []engine.Backend
 	for _, c := range []engine.ReferenceConfig{
@@ -151,13 +157,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			bound = fmt.Sprint(*rc.ErrorUJ)
 		}
 		fmt.Fprintf(tw, "%d\t%v\t%d\t%s\t%d/%d/%d\t%s\t%s\t%.2f\t%s\t%s\n", i, r.floor, r.ceiling, rc.Backend,
-			rc.TokensIn, rc.TokensOut, rc.TokensAccepted, per, rc.EnergyProvenance, float64(rc.WindowNs)/1e6, bound, rc.Route)
+			rc.TokensIn, rc.TokensOut, rc.TokensAccepted, per, rc.EnergyProvenance, float64(*rc.WindowNs)/1e6, bound, rc.Route)
 	}
 	tw.Flush()
 	if err := log.Close(); err != nil {
 		return err
 	}
-	vr, err := steward.VerifyLogFile(logPath, key.Public(), nil)
+	vr, err := steward.VerifyLog(ctx, logPath, steward.VerifyOptions{Trusted: key.Public()})
 	if err != nil {
 		return fmt.Errorf("demo: the log it just wrote does not verify: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"periph.io/x/conn/v3/i2c/i2creg"
 	"periph.io/x/host/v3"
 
+	"meshd/agent"
 	"meshd/drivers"
 	"meshd/drivers/hwmon"
 	"meshd/drivers/ina219"
@@ -26,13 +27,33 @@ const meterUsage = `meter spec, one of:
   um:DEVICE                           RDTech UM24C/UM25C/UM34C, e.g. um:/dev/rfcomm0
   line:DEVICE                         a microcontroller speaking the line protocol, e.g. line:/dev/ttyACM0`
 
+// meterHooks let a test drive the demo's meter deterministically: wrap the
+// sensor (to release samples one at a time on a simulated clock), give the
+// sampler that clock, and wrap the agent's meter (to release the samples
+// that span a window before it closes). Nil hooks change nothing.
+type meterHooks struct {
+	sensor func(drivers.Sensor) drivers.Sensor
+	now    func() time.Time
+	meter  func(agent.Meter) agent.Meter
+}
+
+func (h meterHooks) wrapMeter(m agent.Meter) agent.Meter {
+	if h.meter == nil {
+		return m
+	}
+	return h.meter(m)
+}
+
 // openMeter opens the sensor a spec names and starts its sampler.
-func openMeter(ctx context.Context, spec, hwmonRoot string) (*shunt.Meter, error) {
+func openMeter(ctx context.Context, spec, hwmonRoot string, hooks meterHooks) (*shunt.Meter, error) {
 	s, err := openSensor(ctx, spec, hwmonRoot)
 	if err != nil {
 		return nil, fmt.Errorf("meter %q: %w", spec, err)
 	}
-	m, err := shunt.New(ctx, s, shunt.Config{})
+	if hooks.sensor != nil {
+		s = hooks.sensor(s)
+	}
+	m, err := shunt.New(ctx, s, shunt.Config{Now: hooks.now})
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("meter %q: %w", spec, err)

@@ -43,7 +43,7 @@ func BenchmarkParseCompletion(b *testing.B) {
 		"truncated":false,"timings":{"cache_n":20,"prompt_n":4,"prompt_ms":1.5,"predicted_n":16,
 		"predicted_ms":9.1,"draft_n":20,"draft_n_accepted":12}}`)
 	for b.Loop() {
-		if _, _, err := parseCompletion(body, 16); err != nil {
+		if _, _, err := parseCompletion(body, 16, true); err != nil {
 			b.Fatal(err)
 		}
 	}

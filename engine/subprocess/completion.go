@@ -68,8 +68,10 @@ type completionResponse struct {
 var ErrBadResponse = errors.New("engine response rejected")
 
 // parseCompletion maps a /completion response to the §5 counters (see the
-// package doc for the mapping and the checks).
-func parseCompletion(body []byte, nPredict uint32) (wire.ServeOutcome, string, error) {
+// package doc for the mapping and the checks). draftModel says whether the
+// recipe the child runs has a draft model: then every serve is speculative,
+// whether or not the engine reported its draft counters.
+func parseCompletion(body []byte, nPredict uint32, draftModel bool) (wire.ServeOutcome, string, error) {
 	var r completionResponse
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&r); err != nil {
@@ -143,20 +145,27 @@ func parseCompletion(body []byte, nPredict uint32) (wire.ServeOutcome, string, e
 	if promptN > o.TokensIn {
 		return fail("timings.prompt_n %d exceeds tokens_evaluated %d", promptN, o.TokensIn)
 	}
-	switch {
-	case t.CacheN.set:
-		o.CacheHitTokens = cacheN
-	case t.PromptN.set:
-		o.CacheHitTokens = o.TokensIn - promptN
-	}
+	// cache_n and prompt_n count prompt tokens reused from the slot's KV
+	// cache. §5's cache_hit_tokens is output served from a prefix/result
+	// cache, which llama-server does not have, so they are checked above
+	// for consistency but never reported: o.CacheHitTokens stays 0.
 	if o.SpecAccepted > o.SpecProposed {
 		return fail("timings.draft_n_accepted %d exceeds draft_n %d", o.SpecAccepted, o.SpecProposed)
 	}
 	if o.SpecAccepted > o.TokensOut {
 		return fail("timings.draft_n_accepted %d exceeds the %d tokens delivered", o.SpecAccepted, o.TokensOut)
 	}
-	// Every delivered token was verified by the target model (package doc).
-	o.TokensAccepted = o.TokensOut
+	// §5: greedy decode accepts every token it delivers; speculative decode
+	// accepts the draft tokens the target model kept. A draft model in the
+	// recipe makes the serve speculative even when the engine reports no
+	// draft counters (llama-server omits them when nothing was drafted):
+	// then the absent count is 0, which claims no accepted tokens rather
+	// than crediting the draft with the target's own samples.
+	if draftModel || o.SpecProposed > 0 {
+		o.TokensAccepted = o.SpecAccepted
+	} else {
+		o.TokensAccepted = o.TokensOut
+	}
 	if err := o.Validate(); err != nil {
 		return fail("%v", err)
 	}

@@ -50,32 +50,42 @@
 //
 //	tokens_in        = tokens_evaluated (the whole prompt, cached part included)
 //	tokens_out       = tokens_predicted
-//	cache_hit_tokens = timings.cache_n; when absent, tokens_evaluated − timings.prompt_n;
-//	                   when both are absent, 0
+//	tokens_accepted  = tokens_out                   greedy: no draft model, draft_n absent or 0
+//	                 = timings.draft_n_accepted     speculative: a draft model in the recipe,
+//	                                                or draft_n > 0 (absent: 0)
+//	cache_hit_tokens = 0
 //	spec_proposed    = timings.draft_n          (absent: 0)
 //	spec_accepted    = timings.draft_n_accepted (absent: 0)
-//	tokens_accepted  = tokens_out
 //
-// The top-level tokens_cached field is deliberately not used: llama-server
-// reports there the number of tokens held in the slot after the serve
-// (prompt plus generated, slot.n_past), not the prompt tokens reused from
-// the cache, so mapping it would claim cache hits on a cold serve.
+// tokens_accepted follows §5's sentence: for greedy decode it equals
+// tokens_out, under speculative decoding it is the number of proposed
+// tokens the target model accepted. It is the denominator of the wedge
+// metric (µJ per accepted token), so the mapping never credits more than
+// the engine reported: the tokens the target sampled itself after a
+// rejected draft are delivered (tokens_out) but were not proposed, and
+// are not counted. When the recipe has a draft model but the engine
+// reports no draft counters (llama-server omits them when nothing was
+// drafted), tokens_accepted is 0: the receipt then claims no accepted
+// tokens and carries no wedge figure, rather than an efficiency figure the
+// engine did not attest.
 //
-// tokens_accepted = tokens_out under speculative decoding too. §5 defines it
-// as the tokens the target model accepted; in llama-server every delivered
-// token has been verified by the target (a draft token the target agreed
-// with, or the target's own sample after a rejection), and rejected draft
-// tokens are never delivered or counted. The draft's own economics are in
-// spec_proposed/spec_accepted. So the receipt's denominator is exactly the
-// tokens delivered, never more.
+// cache_hit_tokens is §5's output served from a prefix/result cache.
+// llama-server has no result cache and no counter for it, so it is 0.
+// timings.cache_n (and tokens_evaluated − timings.prompt_n) count prompt
+// tokens whose KV entries were reused, which saves prompt evaluation, not
+// output; they are checked (neither may exceed tokens_evaluated) but not
+// reported. The top-level tokens_cached field is not used either: it is
+// the number of tokens held in the slot after the serve (prompt plus
+// generated, slot.n_past).
 //
 // Every timings field is optional. A response is refused, rather than
 // mapped, when a count is negative or beyond u32, when tokens_predicted
 // exceeds n_predict, when timings.predicted_n or the returned tokens
 // disagree with tokens_predicted, when a cache or prompt count exceeds
 // tokens_evaluated, when draft_n_accepted exceeds draft_n or the tokens
-// delivered, or when the engine truncated the prompt (the model did not see
-// the prompt whose hash the receipt names).
+// delivered (tokens_accepted would exceed tokens_out), or when the engine
+// truncated the prompt (the model did not see the prompt whose hash the
+// receipt names).
 //
 // A serve interrupted by the child dying fails with an error wrapping
 // ErrCrashed that carries the exit status and the child's last output; no

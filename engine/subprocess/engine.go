@@ -448,7 +448,7 @@ func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte
 	if resp.StatusCode != http.StatusOK {
 		return engine.Result{}, fmt.Errorf("serve: engine answered HTTP %d: %s", resp.StatusCode, engineError(data))
 	}
-	o, content, err := parseCompletion(data, req.MaxTokens)
+	o, content, err := parseCompletion(data, req.MaxTokens, e.cfg.DraftModel != "")
 	if err != nil {
 		return engine.Result{}, fmt.Errorf("serve: %w", err)
 	}

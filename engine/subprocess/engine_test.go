@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,7 +46,9 @@ func TestServeMapsReplies(t *testing.T) {
 				"tokens_cached":17,"stop":true,"stop_type":"limit","truncated":false,
 				"timings":{"cache_n":4,"prompt_n":8,"prompt_ms":1.5,"predicted_n":5,"predicted_ms":9.1,
 				"draft_n":7,"draft_n_accepted":3}}`,
-			want:    ok(wire.ServeOutcome{TokensIn: 12, TokensOut: 5, TokensAccepted: 5, CacheHitTokens: 4, SpecProposed: 7, SpecAccepted: 3}),
+			// Drafting reported: accepted is the draft tokens the target
+			// kept; the prompt reuse (cache_n) is no output cache hit.
+			want:    ok(wire.ServeOutcome{TokensIn: 12, TokensOut: 5, TokensAccepted: 3, SpecProposed: 7, SpecAccepted: 3}),
 			content: "abcde",
 		},
 		{
@@ -60,9 +64,9 @@ func TestServeMapsReplies(t *testing.T) {
 			content: "xy",
 		},
 		{
-			name:    "cache from prompt_n when cache_n is absent",
+			name:    "prompt reuse from prompt_n is no cache hit",
 			body:    `{"content":"","tokens_predicted":0,"tokens_evaluated":10,"tokens_cached":10,"timings":{"prompt_n":3}}`,
-			want:    ok(wire.ServeOutcome{TokensIn: 10, CacheHitTokens: 7}),
+			want:    ok(wire.ServeOutcome{TokensIn: 10}),
 			content: "",
 		},
 		{
@@ -177,20 +181,23 @@ func TestServeCountsAndCache(t *testing.T) {
 		}
 		return res.Outcome, string(res.Output)
 	}
+	// The fake reuses 11 and then 7 prompt tokens from its KV cache
+	// (timings.cache_n); prompt reuse is not output served from a cache,
+	// so no serve claims cache hits.
 	o1, out1 := serve("hello world", 8)
 	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 8, TokensAccepted: 8}); o1 != want {
 		t.Fatalf("cold serve = %+v, want %+v (tokens_cached must not count as cache hits)", o1, want)
 	}
 	o2, out2 := serve("hello world", 8)
-	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 8, TokensAccepted: 8, CacheHitTokens: 11}); o2 != want {
-		t.Fatalf("repeated serve = %+v, want %+v", o2, want)
+	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 8, TokensAccepted: 8}); o2 != want {
+		t.Fatalf("repeated serve = %+v, want %+v (cache_n 11 is prompt reuse)", o2, want)
 	}
 	if out1 != out2 || len(out1) != 8 {
 		t.Fatalf("outputs %q and %q differ or have the wrong length", out1, out2)
 	}
 	o3, _ := serve("hello there", 3)
-	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 3, TokensAccepted: 3, CacheHitTokens: 7}); o3 != want {
-		t.Fatalf("shared-prefix serve = %+v, want %+v", o3, want)
+	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 3, TokensAccepted: 3}); o3 != want {
+		t.Fatalf("shared-prefix serve = %+v, want %+v (cache_n 7 is prompt reuse)", o3, want)
 	}
 }
 
@@ -246,13 +253,14 @@ func TestDraftFlagsFollowTheBuild(t *testing.T) {
 			if !strings.Contains(got, want) {
 				t.Fatalf("args %q do not contain %q", got, want)
 			}
-			// The fake drafts n+n/2 tokens and accepts n-n/4 of them.
+			// The fake drafts n+n/2 tokens and accepts n-n/4 of them: the
+			// accepted drafts, not the tokens delivered, are accepted.
 			req, p := request("draft me", 8)
 			res, err := e.Serve(serveCtx(t), req, p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := (wire.ServeOutcome{TokensIn: 9, TokensOut: 8, TokensAccepted: 8, SpecProposed: 12, SpecAccepted: 6}); res.Outcome != want {
+			if want := (wire.ServeOutcome{TokensIn: 9, TokensOut: 8, TokensAccepted: 6, SpecProposed: 12, SpecAccepted: 6}); res.Outcome != want {
 				t.Fatalf("outcome = %+v, want %+v", res.Outcome, want)
 			}
 			wantRecipe := "gguf:" + wire.ContentOf([]byte("weights of "+t.Name())).String() +
@@ -306,8 +314,10 @@ func TestCrashMidResponseRestarts(t *testing.T) {
 // be named by the new file's recipe.
 func TestKilledMidServeRestarts(t *testing.T) {
 	noLeaks(t)
-	record := filepath.Join(t.TempDir(), "requests.jsonl")
-	cfg := testConfig(t, "--serve-delay", "300ms", "--record", record)
+	// The first serve hangs until the runner is killed, so the kill lands
+	// mid-serve however slowly the test itself is scheduled.
+	inFlight := filepath.Join(t.TempDir(), "in-flight")
+	cfg := testConfig(t, "--hang-on-serve-once", inFlight)
 	e := startEngine(t, cfg)
 	oldRecipe := e.Recipe()
 	if want := "gguf:" + wire.ContentOf([]byte("weights of "+t.Name())).String(); oldRecipe != want {
@@ -326,8 +336,8 @@ func TestKilledMidServeRestarts(t *testing.T) {
 		done <- result{res.Outcome, err}
 	}()
 	eventually(t, "the request to reach the engine", func() bool {
-		b, _ := os.ReadFile(record)
-		return len(b) > 0
+		_, err := os.Stat(inFlight)
+		return err == nil
 	})
 	if err := os.WriteFile(cfg.Model, []byte("retrained weights"), 0o644); err != nil {
 		t.Fatal(err)
@@ -346,8 +356,8 @@ func TestKilledMidServeRestarts(t *testing.T) {
 	if res.Outcome.TokensOut != 4 {
 		t.Fatalf("outcome after restart = %+v", res.Outcome)
 	}
-	if e.PID() == pid {
-		t.Fatal("engine was not restarted")
+	if e.PID() == pid || e.Restarts() != 1 {
+		t.Fatalf("pid %d -> %d after %d restarts, want one restart", pid, e.PID(), e.Restarts())
 	}
 	if want := "gguf:" + wire.ContentOf([]byte("retrained weights")).String(); e.Recipe() != want {
 		t.Fatalf("recipe after restart = %q, want %q", e.Recipe(), want)
@@ -359,7 +369,9 @@ var pidRE = regexp.MustCompile(`pid (\d+)`)
 func TestNeverHealthyTimesOut(t *testing.T) {
 	noLeaks(t)
 	cfg := testConfig(t, "--never-healthy", "--say", "llama_model_load: loading tensors 10%")
-	cfg.HealthTimeout = 400 * time.Millisecond
+	// Long enough for a loaded machine to start the fake and get a 503
+	// from it, which the error must then quote.
+	cfg.HealthTimeout = 2 * time.Second
 	e, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +380,7 @@ func TestNeverHealthyTimesOut(t *testing.T) {
 	if !errors.Is(err, ErrStartTimeout) {
 		t.Fatalf("Start = %v, want ErrStartTimeout", err)
 	}
-	for _, s := range []string{"loading tensors 10%", "503 (loading model)", "400ms"} {
+	for _, s := range []string{"loading tensors 10%", "503 (loading model)", "2s"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}
@@ -486,15 +498,71 @@ func TestStopEscalatesToKill(t *testing.T) {
 
 // TestCrashLoopBacksOffAndStops: a child that dies shortly after becoming
 // healthy is restarted repeatedly; Stop ends the loop wherever it is.
+//
+// Each child crashes (exit 4, with a message of its own) on SIGUSR1, which
+// the test sends when the engine logs the child healthy: a crash timed by
+// a clock in the child would race the engine's health polling on a loaded
+// machine and fail the restart instead of crashing a healthy child.
 func TestCrashLoopBacksOffAndStops(t *testing.T) {
 	noLeaks(t)
-	e := startEngine(t, testConfig(t, "--exit-after", "30ms"))
-	eventually(t, "two restarts", func() bool { return e.Restarts() >= 2 })
-	if !errors.Is(e.LastError(), ErrCrashed) || !strings.Contains(e.LastError().Error(), "exit-after elapsed") {
+	const crashes = 2
+	healthyRE := regexp.MustCompile(`^engine: pid (\d+) healthy`)
+	var (
+		mu      sync.Mutex
+		healthy []int
+	)
+	third := make(chan int, 1)
+	cfg := testConfig(t, "--exit-on-usr1")
+	cfg.Logf = func(format string, args ...any) {
+		m := healthyRE.FindStringSubmatch(fmt.Sprintf(format, args...))
+		if m == nil {
+			return
+		}
+		pid, _ := strconv.Atoi(m[1])
+		mu.Lock()
+		defer mu.Unlock()
+		healthy = append(healthy, pid)
+		if len(healthy) <= crashes {
+			// The engine has recorded this child healthy; crash it now.
+			if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+				t.Errorf("signal pid %d: %v", pid, err)
+			}
+			return
+		}
+		if len(healthy) == crashes+1 {
+			third <- pid
+		}
+	}
+	e := startEngine(t, cfg)
+	var last int
+	select {
+	case last = <-third:
+	case <-serveCtx(t).Done():
+		t.Fatal("the engine did not restart the crashing child twice")
+	}
+	// The serve waits for the supervisor to install the third child, so
+	// the restart count is final once it returns.
+	req, p := request("still up?", 2)
+	if _, err := e.Serve(serveCtx(t), req, p); err != nil {
+		t.Fatalf("serve after %d crashes: %v", crashes, err)
+	}
+	if e.Restarts() != crashes || e.PID() != last {
+		t.Fatalf("restarts = %d, pid %d; want %d restarts and the third child %d", e.Restarts(), e.PID(), crashes, last)
+	}
+	if !errors.Is(e.LastError(), ErrCrashed) || !strings.Contains(e.LastError().Error(), "simulated crash on SIGUSR1") ||
+		!strings.Contains(e.LastError().Error(), "exit status 4") {
 		t.Fatalf("LastError = %v", e.LastError())
+	}
+	// Crash the third child too and stop at once: Stop must end the loop
+	// in its back-off or mid-restart, leaving no runner behind.
+	if err := syscall.Kill(last, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
 	}
 	if err := e.Stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if c := liveChildren(t); len(c) != 0 {
+		t.Fatalf("Stop returned with runners %v still alive", c)
 	}
 }
 

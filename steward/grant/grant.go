@@ -435,17 +435,7 @@ func parseAudience(s string) ([]ed25519.PublicKey, error) {
 	return keys, nil
 }
 
-func lowerHex(s string, size int) ([]byte, error) {
-	if len(s) != 2*size {
-		return nil, fmt.Errorf("want %d lower-case hex characters, got %d characters", 2*size, len(s))
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return nil, fmt.Errorf("bad character %q (want lower-case hex)", c)
-		}
-	}
-	return hex.DecodeString(s)
-}
+func lowerHex(s string, size int) ([]byte, error) { return wire.ParseHex(s, size) }
 
 // ValidAt reports whether the grant is valid at t: NotBefore <= t < Expires.
 func (g *Grant) ValidAt(t time.Time) error {

@@ -13,7 +13,7 @@ import (
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: gen-vectors <dir>   (writes <dir>/reference/{signed_core.hex,envelope.hex,meta.json})")
+		fmt.Fprintln(os.Stderr, "usage: gen-vectors <dir>   (writes <dir>/reference/ and <dir>/receipts/)")
 		os.Exit(2)
 	}
 	scratch, err := os.MkdirTemp("", "gen-vectors-")

@@ -2,8 +2,9 @@
 // package's tests. It speaks the same command line and HTTP API (/health,
 // /completion) and can be told to misbehave the ways a real runner does:
 // load slowly or forever, exit at once with a message, crash in the middle
-// of a serve, ignore SIGTERM, leave a child behind in its process group, or
-// lose the race for its port.
+// of a serve or when told to (SIGUSR1), hang in a serve until killed, ignore
+// SIGTERM, leave a child behind in its process group, or lose the race for
+// its port.
 //
 // Its --help output imitates a llama-server build; FAKEENGINE_HELP selects
 // which one ("old": --draft-max, "new": --spec-type/--spec-draft-n-max,
@@ -75,14 +76,14 @@ type config struct {
 	noWarmup                     bool
 	loras                        multi
 
-	loadDelay, serveDelay, exitAfter time.Duration
-	neverHealthy, ignoreTerm         bool
-	spawnChild                       bool
-	exitEarly                        int
-	say                              multi
-	crashOnce, bindFailOnce          string
-	reply, record                    string
-	eosAfter                         int
+	loadDelay, serveDelay             time.Duration
+	neverHealthy, ignoreTerm          bool
+	spawnChild, exitOnUSR1            bool
+	exitEarly                         int
+	say                               multi
+	crashOnce, bindFailOnce, hangOnce string
+	reply, record                     string
+	eosAfter                          int
 }
 
 func main() {
@@ -129,7 +130,8 @@ func main() {
 	fs.StringVar(&c.crashOnce, "crash-on-serve-once", "", "crash mid-response on a serve unless this file exists (then create it)")
 	fs.StringVar(&c.bindFailOnce, "bind-fail-once", "", "fail to bind unless this file exists (then create it)")
 	fs.DurationVar(&c.serveDelay, "serve-delay", 0, "sleep before answering /completion")
-	fs.DurationVar(&c.exitAfter, "exit-after", 0, "exit with code 4 this long after becoming healthy")
+	fs.BoolVar(&c.exitOnUSR1, "exit-on-usr1", false, "exit with code 4 on SIGUSR1, as a runner crashing on its own")
+	fs.StringVar(&c.hangOnce, "hang-on-serve-once", "", "hang in a serve until killed unless this file exists (then create it)")
 	fs.StringVar(&c.reply, "reply", "", "answer /completion with this file's bytes (status from FILE.status)")
 	fs.StringVar(&c.record, "record", "", "append each /completion request body to this file")
 	fs.IntVar(&c.eosAfter, "eos-after", 0, "stop with eos after this many tokens")
@@ -167,10 +169,20 @@ func main() {
 	}
 	fmt.Fprintf(os.Stderr, "main: HTTP server is listening, hostname: %s, port: %d\n", c.host, c.port)
 
+	// Tests crash the runner on a signal rather than after a delay, so that
+	// the crash cannot race the agent's health polling: they send it only
+	// once the agent has seen the runner healthy.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM)
+	if c.exitOnUSR1 {
+		signal.Notify(sigs, syscall.SIGUSR1)
+	}
 	go func() {
-		for range sigs {
+		for sig := range sigs {
+			if sig == syscall.SIGUSR1 {
+				fmt.Fprintln(os.Stderr, "fatal: simulated crash on SIGUSR1")
+				os.Exit(4)
+			}
 			if c.ignoreTerm {
 				fmt.Fprintln(os.Stderr, "received SIGTERM, ignoring")
 				continue
@@ -184,13 +196,6 @@ func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("POST /completion", s.completion)
-	if c.exitAfter > 0 {
-		go func() {
-			time.Sleep(c.loadDelay + c.exitAfter)
-			fmt.Fprintln(os.Stderr, "fatal: exit-after elapsed")
-			os.Exit(4)
-		}()
-	}
 	fmt.Fprintln(os.Stderr, "srv load_model: loading model", c.model)
 	err = http.Serve(ln, mux)
 	fmt.Fprintln(os.Stderr, "serve:", err)
@@ -284,6 +289,11 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.c.serveDelay > 0 {
 		time.Sleep(s.c.serveDelay)
+	}
+	if s.c.hangOnce != "" && createOnce(s.c.hangOnce) {
+		// In flight for good: the test kills the runner now, knowing from
+		// the file that the request has reached it.
+		select {}
 	}
 	if s.c.crashOnce != "" && createOnce(s.c.crashOnce) {
 		// Half a response, then the process dies: the client sees the

@@ -1,0 +1,572 @@
+package conformance
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"lukechampine.com/blake3"
+
+	"meshd/steward"
+	"meshd/wire"
+)
+
+// ReceiptMeta is receipts/<name>/meta.json: what a verifier must conclude
+// from envelope.hex, and every input that produced the envelopes.
+type ReceiptMeta struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Expect is "accept" (every envelope verifies and each links to the one
+	// before) or "refuse" (the first failure must carry Refusal).
+	Expect  string `json:"expect"`
+	Refusal string `json:"refusal,omitempty"`
+	// RefusedAt is the index in envelope.hex of the envelope (or, for
+	// chain-link, the later envelope of the pair) that is refused.
+	RefusedAt *int `json:"refused_at,omitempty"`
+	// StewardSeedHex is the Ed25519 seed that signed; TrustedKey the key a
+	// verifier is to trust (the seed's public key).
+	StewardSeedHex string         `json:"steward_seed_hex"`
+	TrustedKey     string         `json:"trusted_key"`
+	Envelopes      []EnvelopeMeta `json:"envelopes"`
+}
+
+// EnvelopeMeta describes one line of envelope.hex.
+type EnvelopeMeta struct {
+	EnvelopeID string `json:"envelope_id"`
+	// Draft is the steward.Draft and chain position meshd's steward built
+	// the receipt from; absent for a hand-encoded core.
+	Draft *DraftMeta `json:"draft,omitempty"`
+	// HandEncodedCoreHex is a core written without meshd's encoder.
+	HandEncodedCoreHex string `json:"hand_encoded_core_hex,omitempty"`
+	// Mutation says how a negative vector's bytes differ from what the
+	// draft seals, and whether the result was re-signed.
+	Mutation string `json:"mutation,omitempty"`
+}
+
+// DraftMeta is a steward.Draft with its chain position, nonce and clock.
+type DraftMeta struct {
+	Sequence       uint64 `json:"sequence"`
+	Prev           string `json:"prev,omitempty"`
+	NonceHex       string `json:"nonce_hex"`
+	SealedUnixMs   int64  `json:"sealed_unix_ms"`
+	RequestID      string `json:"request_id"`
+	GrantID        string `json:"grant_id,omitempty"`
+	GrantHold      uint64 `json:"grant_hold,omitempty"`
+	GrantDebitUJ   uint64 `json:"grant_debit_uj,omitempty"`
+	Backend        string `json:"backend"`
+	Recipe         string `json:"recipe"`
+	Route          string `json:"route"`
+	TokensIn       uint32 `json:"tokens_in"`
+	TokensOut      uint32 `json:"tokens_out"`
+	TokensAccepted uint32 `json:"tokens_accepted"`
+	CacheHitTokens uint32 `json:"cache_hit_tokens"`
+	SpecProposed   uint32 `json:"spec_proposed"`
+	SpecAccepted   uint32 `json:"spec_accepted"`
+	FidelityFloor  uint8  `json:"fidelity_floor"`
+	ServedFidelity uint8  `json:"served_fidelity"`
+	Provenance     string `json:"energy_provenance"`
+	MeasuredUJ     uint64 `json:"measured_uj,omitempty"`
+	EstimatedUJ    uint64 `json:"estimated_uj"`
+	Meter          string `json:"meter"`
+	WindowNs       uint64 `json:"window_ns"`
+	ErrorUJ        uint64 `json:"error_uj"`
+	Samples        uint64 `json:"samples"`
+	MaxGapNs       uint64 `json:"max_gap_ns"`
+}
+
+func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, error) {
+	req, err := wire.ParseContentID(m.RequestID)
+	if err != nil {
+		return steward.Draft{}, nil, nil, time.Time{}, err
+	}
+	d := steward.Draft{
+		Request: req, Backend: m.Backend, Recipe: m.Recipe, Route: m.Route,
+		Outcome: wire.ServeOutcome{TokensIn: m.TokensIn, TokensOut: m.TokensOut, TokensAccepted: m.TokensAccepted,
+			CacheHitTokens: m.CacheHitTokens, SpecProposed: m.SpecProposed, SpecAccepted: m.SpecAccepted},
+		Floor: wire.Fidelity(m.FidelityFloor), Served: wire.Fidelity(m.ServedFidelity),
+		Metering: wire.Metering{Meter: m.Meter, WindowNs: m.WindowNs, ErrorUJ: m.ErrorUJ, Samples: m.Samples, MaxGapNs: m.MaxGapNs},
+	}
+	p, err := wire.ParseProvenance(m.Provenance)
+	if err != nil {
+		return steward.Draft{}, nil, nil, time.Time{}, err
+	}
+	var measured *uint64
+	if p == wire.HwShunt {
+		measured = &m.MeasuredUJ
+	}
+	if d.Energy, err = wire.NewEnergy(measured, m.EstimatedUJ, p); err != nil {
+		return steward.Draft{}, nil, nil, time.Time{}, err
+	}
+	if m.GrantID != "" {
+		g, err := wire.ParseContentID(m.GrantID)
+		if err != nil {
+			return steward.Draft{}, nil, nil, time.Time{}, err
+		}
+		d.Grant, d.GrantHold, d.GrantDebit = &g, &m.GrantHold, &m.GrantDebitUJ
+	}
+	var prev *wire.ContentID
+	if m.Prev != "" {
+		p, err := wire.ParseContentID(m.Prev)
+		if err != nil {
+			return steward.Draft{}, nil, nil, time.Time{}, err
+		}
+		prev = &p
+	}
+	nonce, err := wire.ParseHex(m.NonceHex, steward.NonceSize)
+	if err != nil {
+		return steward.Draft{}, nil, nil, time.Time{}, err
+	}
+	return d, prev, nonce, time.UnixMilli(m.SealedUnixMs), nil
+}
+
+// receiptVector is one generated vector before it is written out.
+type receiptVector struct {
+	meta  ReceiptMeta
+	envs  [][]byte
+	cores [][]byte // positives only
+}
+
+// vectorKey is the fixed steward of the receipt vectors.
+type vectorKey struct {
+	seed []byte
+	key  *steward.Key
+	st   *steward.Steward
+}
+
+func newVectorKey(label string) (*vectorKey, error) {
+	s := blake3.Sum256([]byte(label))
+	k, err := steward.NewKeyFromSeed(s[:])
+	if err != nil {
+		return nil, err
+	}
+	return &vectorKey{seed: s[:], key: k, st: steward.New(k, nil, steward.Options{})}, nil
+}
+
+func (vk *vectorKey) meta(name, desc, expect string, refusal steward.Reason, at int) ReceiptMeta {
+	m := ReceiptMeta{Name: name, Description: desc, Expect: expect, Refusal: string(refusal),
+		StewardSeedHex: hex.EncodeToString(vk.seed), TrustedKey: vk.key.ID()}
+	if expect == "refuse" {
+		m.RefusedAt = &at
+	}
+	return m
+}
+
+// build makes the receipt for dm with meshd's steward.
+func (vk *vectorKey) build(dm DraftMeta) (*steward.Receipt, error) {
+	d, prev, nonce, now, err := dm.draft()
+	if err != nil {
+		return nil, err
+	}
+	return vk.st.Build(d, dm.Sequence, prev, nonce, now)
+}
+
+// seal encodes r and signs the core with meshd's Sign1.
+func (vk *vectorKey) seal(r *steward.Receipt) (core, env []byte, err error) {
+	if core, err = r.EncodeCore(); err != nil {
+		return nil, nil, err
+	}
+	if env, err = steward.Sign1(vk.key, core); err != nil {
+		return nil, nil, err
+	}
+	return core, env, nil
+}
+
+// signRaw signs payload under an arbitrary protected header bstr with plain
+// crypto/ed25519, so a negative vector can carry a valid signature over a
+// header meshd would never write.
+func (vk *vectorKey) signRaw(protectedBstr, payload []byte) []byte {
+	tbs := []byte("\x84\x6aSignature1")
+	tbs = append(tbs, protectedBstr...)
+	tbs = append(tbs, 0x40)
+	tbs = append(tbs, cborBytes(payload)...)
+	env := []byte{0xd2, 0x84}
+	env = append(env, protectedBstr...)
+	env = append(env, 0xa0)
+	env = append(env, cborBytes(payload)...)
+	env = append(env, 0x58, 0x40)
+	return append(env, ed25519.Sign(ed25519.NewKeyFromSeed(vk.seed), tbs)...)
+}
+
+// The hand-written CBOR below is deliberately separate from wire's
+// encoder: the vectors must not merely agree with the code under test.
+func cborHead(major byte, n uint64) []byte {
+	m := major << 5
+	switch {
+	case n < 24:
+		return []byte{m | byte(n)}
+	case n < 1<<8:
+		return []byte{m | 24, byte(n)}
+	case n < 1<<16:
+		return []byte{m | 25, byte(n >> 8), byte(n)}
+	case n < 1<<32:
+		return []byte{m | 26, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	}
+	return []byte{m | 27, byte(n >> 56), byte(n >> 48), byte(n >> 40), byte(n >> 32), byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+}
+
+func cborBytes(b []byte) []byte { return append(cborHead(2, uint64(len(b))), b...) }
+func cborText(s string) []byte  { return append(cborHead(3, uint64(len(s))), s...) }
+
+// handMap encodes a map of text keys whose values are already encoded,
+// sorting the keys as RFC 8949 §4.2.1 does for text: shorter first, then
+// bytewise.
+func handMap(fields map[string][]byte) []byte {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ { // insertion sort: a handful of keys
+		for j := i; j > 0 && (len(keys[j]) < len(keys[j-1]) || len(keys[j]) == len(keys[j-1]) && keys[j] < keys[j-1]); j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	out := cborHead(5, uint64(len(keys)))
+	for _, k := range keys {
+		out = append(out, cborText(k)...)
+		out = append(out, fields[k]...)
+	}
+	return out
+}
+
+// mapEntries splits an encoded map into its raw key and value encodings.
+func mapEntries(core []byte) (keys, vals [][]byte, err error) {
+	major, n, off, err := wire.ReadHead(core, 0)
+	if err != nil || major != wire.MajorMap {
+		return nil, nil, fmt.Errorf("not a map: %v", err)
+	}
+	for i := uint64(0); i < n; i++ {
+		kEnd, err := wire.SkipItem(core, off)
+		if err != nil {
+			return nil, nil, err
+		}
+		vEnd, err := wire.SkipItem(core, kEnd)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys, vals = append(keys, core[off:kEnd]), append(vals, core[kEnd:vEnd])
+		off = vEnd
+	}
+	return keys, vals, nil
+}
+
+// rewriteCore rebuilds core with edit applied to each key's raw value
+// and one extra raw entry (key, value) inserted where its key sorts, so
+// that the only fault in the result is the one a vector is about.
+func rewriteCore(core []byte, edit func(key string, val []byte) []byte, extra ...[]byte) ([]byte, error) {
+	keys, vals, err := mapEntries(core)
+	if err != nil {
+		return nil, err
+	}
+	if len(extra) == 2 {
+		i := 0
+		for i < len(keys) && wire.CompareKeys(keys[i], extra[0]) < 0 {
+			i++
+		}
+		keys = append(keys[:i:i], append([][]byte{extra[0]}, keys[i:]...)...)
+		vals = append(vals[:i:i], append([][]byte{extra[1]}, vals[i:]...)...)
+	}
+	body := []byte{}
+	for i := range keys {
+		k, _, err := wire.ReadString(keys[i], 0, wire.MajorText)
+		if err != nil {
+			return nil, err
+		}
+		v := vals[i]
+		if edit != nil {
+			v = edit(string(k), v)
+		}
+		body = append(append(body, keys[i]...), v...)
+	}
+	return append(cborHead(5, uint64(len(keys))), body...), nil
+}
+
+// receiptVectors builds every vector under receipts/. The drafts are fixed
+// here; everything else follows from them and the seeds.
+func receiptVectors() ([]receiptVector, error) {
+	vk, err := newVectorKey("mesh/1 conformance v1 receipts steward seed")
+	if err != nil {
+		return nil, err
+	}
+	nonce := func(i int) string {
+		n := blake3.Sum256([]byte(fmt.Sprintf("mesh/1 conformance v1 receipt nonce %d", i)))
+		return hex.EncodeToString(n[:steward.NonceSize])
+	}
+	req := func(s string) string { return wire.ContentOf([]byte(s)).String() }
+	const t0 = 1_767_225_600_000
+	hw := DraftMeta{Sequence: 0, NonceHex: nonce(0), SealedUnixMs: t0,
+		RequestID: req("conformance request hwshunt"), Backend: "gguf-q4", Recipe: "gguf:" + req("model file"),
+		Route:    "gguf-q4: cheapest of 1 admissible (of 2 weighed) at F2 >= F2, est 30000 µJ <= ceiling 50000 µJ",
+		TokensIn: 40, TokensOut: 60, TokensAccepted: 60, CacheHitTokens: 12, SpecProposed: 30, SpecAccepted: 21,
+		FidelityFloor: 2, ServedFidelity: 2, Provenance: "HwShunt", MeasuredUJ: 28_913, EstimatedUJ: 30_000,
+		Meter: "ina226@i2c-1:0x40", WindowNs: 412_000_000, ErrorUJ: 311, Samples: 413, MaxGapNs: 1_100_000}
+	mb := DraftMeta{Sequence: 1, NonceHex: nonce(1), SealedUnixMs: t0 + 1500,
+		RequestID: req("conformance request modelbased"), Backend: "gguf-q4", Recipe: "gguf:" + req("model file"),
+		Route:    "gguf-q4: cheapest of 1 admissible (of 2 weighed) at F2 >= F1, est 9000 µJ <= ceiling 50000 µJ",
+		TokensIn: 10, TokensOut: 20, TokensAccepted: 20,
+		FidelityFloor: 1, ServedFidelity: 2, Provenance: "ModelBased", EstimatedUJ: 9_377,
+		Meter: "ina226@i2c-1:0x40", WindowNs: 140_000_000, ErrorUJ: 1_204, Samples: 61, MaxGapNs: 9_000_000}
+	gr := DraftMeta{Sequence: 2, NonceHex: nonce(2), SealedUnixMs: t0 + 3000,
+		RequestID: req("conformance request granted"), GrantID: req("conformance grant envelope"), GrantHold: 7, GrantDebitUJ: 4_000,
+		Backend: "ref-mid", Recipe: "reference/v1:work=64",
+		Route:    "ref-mid: cheapest of 2 admissible (of 4 weighed) at F2 >= F2, est 4000 µJ <= ceiling 4000 µJ",
+		TokensIn: 8, TokensOut: 12, TokensAccepted: 12, FidelityFloor: 2, ServedFidelity: 2,
+		Provenance: "Estimator", EstimatedUJ: 6_000, Meter: "estimator", WindowNs: 2_500_000}
+
+	var out []receiptVector
+	// The positive chain: each receipt built by meshd's steward from its
+	// draft, prev naming the envelope before it.
+	type sealed struct {
+		dm   DraftMeta
+		r    *steward.Receipt
+		core []byte
+		env  []byte
+	}
+	var chain []sealed
+	for _, dm := range []DraftMeta{hw, mb, gr} {
+		if len(chain) > 0 {
+			dm.Prev = wire.ContentOf(chain[len(chain)-1].env).String()
+		}
+		r, err := vk.build(dm)
+		if err != nil {
+			return nil, fmt.Errorf("vector draft %d: %w", dm.Sequence, err)
+		}
+		core, env, err := vk.seal(r)
+		if err != nil {
+			return nil, err
+		}
+		chain = append(chain, sealed{dm, r, core, env})
+	}
+	positive := func(name, desc string, items ...sealed) {
+		v := receiptVector{meta: vk.meta(name, desc, "accept", "", 0)}
+		for _, it := range items {
+			dm := it.dm
+			v.envs, v.cores = append(v.envs, it.env), append(v.cores, it.core)
+			v.meta.Envelopes = append(v.meta.Envelopes, EnvelopeMeta{EnvelopeID: wire.ContentOf(it.env).String(), Draft: &dm})
+		}
+		out = append(out, v)
+	}
+	positive("hwshunt", "HwShunt genesis receipt: measured_uj and all of meshd's metering extensions", chain[0])
+	positive("modelbased", "ModelBased receipt at sequence 1: no measured_uj, metering coverage extensions, prev names hwshunt's envelope", chain[1])
+	positive("granted", "Estimator receipt at sequence 2 on a grant: grant_id with x_grant_hold and x_grant_debit_uj (debit 4000 <= charged 6000); no coverage extensions", chain[2])
+	positive("chain", "hwshunt, modelbased and granted as one chain: each verifies and links to the one before", chain...)
+
+	foreign, err := foreignVector()
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, foreign)
+
+	// Negative vectors: one fault each, with a valid signature wherever the
+	// fault is not the signature, so only the named rule can refuse them.
+	negative := func(name, desc string, refusal steward.Reason, at int, envs [][]byte, ems []EnvelopeMeta) {
+		v := receiptVector{meta: vk.meta(name, desc, "refuse", refusal, at), envs: envs}
+		for i := range ems {
+			ems[i].EnvelopeID = wire.ContentOf(envs[i]).String()
+		}
+		v.meta.Envelopes = ems
+		out = append(out, v)
+	}
+	with := func(dm DraftMeta, mutation string) EnvelopeMeta { return EnvelopeMeta{Draft: &dm, Mutation: mutation} }
+	hwEnv, hwCore := chain[0].env, chain[0].core
+
+	// The payload bstr's length re-encoded in 4 bytes instead of 2: the
+	// signature still verifies over the canonical Sig_structure, but the
+	// envelope (and its content id) is a second encoding.
+	padded := append([]byte(nil), hwEnv[:2+40+1]...)
+	padded = append(padded, 0x5a, 0, 0, byte(len(hwCore)>>8), byte(len(hwCore)))
+	padded = append(padded, hwEnv[2+40+1+len(cborHead(2, uint64(len(hwCore)))):]...)
+	negative("payload-length-not-shortest", "hwshunt's envelope with the payload length written as 5a 00 00 nn nn; signature untouched and valid",
+		steward.RefusedPayload, 0, [][]byte{padded}, []EnvelopeMeta{with(hw, "payload bstr head 59 nn nn rewritten as 5a 00 00 nn nn; not re-signed")})
+
+	kid := vk.key.Public()
+	swapped := append([]byte{0x58, 0x26, 0xa2, 0x04, 0x58, 0x20}, kid...)
+	swapped = append(swapped, 0x01, 0x27)
+	negative("protected-kid-before-alg", "hwshunt's core under a protected header {4: kid, 1: -8} (kid first), validly signed over that header",
+		steward.RefusedProtected, 0, [][]byte{vk.signRaw(swapped, hwCore)}, []EnvelopeMeta{with(hw, "protected header a2 04 58 20 <kid> 01 27; re-signed")})
+
+	negative("trailing-bytes", "hwshunt's envelope followed by one 00 byte",
+		steward.RefusedTrailing, 0, [][]byte{append(bytes.Clone(hwEnv), 0)}, []EnvelopeMeta{with(hw, "00 appended after the signature; not re-signed")})
+
+	up := *chain[0].r
+	up.RequestID = strings.ToUpper(up.RequestID)
+	_, upEnv, err := vk.seal(&up)
+	if err != nil {
+		return nil, err
+	}
+	negative("request-id-upper-case", "hwshunt with request_id in upper-case hex, re-signed",
+		steward.RefusedFieldValue, 0, [][]byte{upEnv}, []EnvelopeMeta{with(hw, "request_id upper-cased; re-signed")})
+
+	est := *chain[2].r
+	m := uint64(6_000)
+	est.MeasuredUJ = &m
+	_, estEnv, err := vk.seal(&est)
+	if err != nil {
+		return nil, err
+	}
+	negative("measured-on-estimator", "granted with measured_uj 6000 added to an Estimator receipt, re-signed",
+		steward.RefusedCoupling, 0, [][]byte{estEnv}, []EnvelopeMeta{with(gr, "measured_uj = 6000 added; re-signed")})
+
+	cov := *chain[2].r
+	e, s, g := uint64(10), uint64(3), uint64(1000)
+	cov.ErrorUJ, cov.Samples, cov.MaxGapNs = &e, &s, &g
+	_, covEnv, err := vk.seal(&cov)
+	if err != nil {
+		return nil, err
+	}
+	negative("coverage-on-estimator", "granted with x_error_uj, x_samples and x_max_gap_ns added to an Estimator receipt, re-signed",
+		steward.RefusedCoupling, 0, [][]byte{covEnv}, []EnvelopeMeta{with(gr, "x_error_uj=10, x_samples=3, x_max_gap_ns=1000 added; re-signed")})
+
+	unk, err := rewriteCore(hwCore, nil, cborText("vendor"), cborText("acme"))
+	if err != nil {
+		return nil, err
+	}
+	unkEnv, _ := steward.Sign1(vk.key, unk)
+	negative("unknown-field", "hwshunt with a key \"vendor\" that is neither mesh/1 nor x_, in its sorted place, re-signed",
+		steward.RefusedUnknownField, 0, [][]byte{unkEnv}, []EnvelopeMeta{with(hw, `"vendor": "acme" added; re-signed`)})
+
+	padInt, err := rewriteCore(hwCore, func(k string, v []byte) []byte {
+		if k == "sequence" {
+			return []byte{0x18, 0x00} // 0 in two bytes
+		}
+		return v
+	})
+	if err != nil {
+		return nil, err
+	}
+	padEnv, _ := steward.Sign1(vk.key, padInt)
+	negative("core-integer-not-shortest", "hwshunt with sequence 0 written as 18 00, re-signed",
+		steward.RefusedCoreEncoding, 0, [][]byte{padEnv}, []EnvelopeMeta{with(hw, "sequence value 00 rewritten as 18 00; re-signed")})
+
+	broken := mb
+	broken.Prev = wire.ContentOf([]byte("not the previous envelope")).String()
+	br, err := vk.build(broken)
+	if err != nil {
+		return nil, err
+	}
+	_, brEnv, err := vk.seal(br)
+	if err != nil {
+		return nil, err
+	}
+	negative("chain-prev-broken", "hwshunt, then modelbased whose prev names another envelope: each verifies alone, the link does not",
+		steward.RefusedChainLink, 1, [][]byte{hwEnv, brEnv}, []EnvelopeMeta{with(hw, ""), with(broken, "prev = BLAKE3(\"not the previous envelope\")")})
+	return out, nil
+}
+
+// foreignVector is a receipt as another implementation might seal it:
+// only the §6.1 fields, a grant_id without meshd's ledger fields, and two
+// extensions meshd does not define, encoded and signed without any of
+// meshd's code.
+func foreignVector() (receiptVector, error) {
+	vk, err := newVectorKey("mesh/1 conformance v1 foreign steward seed")
+	if err != nil {
+		return receiptVector{}, err
+	}
+	u := func(n uint64) []byte { return cborHead(0, n) }
+	t := cborText
+	n := blake3.Sum256([]byte("mesh/1 conformance v1 foreign nonce"))
+	list := append(cborHead(4, 2), append(t("a"), u(1)...)...)
+	core := handMap(map[string][]byte{
+		"mesh_receipt":          t("mesh/1"),
+		"request_id":            t(wire.ContentOf([]byte("foreign request")).String()),
+		"grant_id":              t(wire.ContentOf([]byte("foreign grant")).String()),
+		"backend":               t("other-backend"),
+		"recipe":                t("other/recipe@1"),
+		"route":                 t("other-backend: the only backend"),
+		"tokens_in":             u(7),
+		"tokens_out":            u(9),
+		"tokens_accepted":       u(9),
+		"cache_hit_tokens":      u(0),
+		"spec_proposed":         u(0),
+		"spec_accepted":         u(0),
+		"fidelity_floor":        u(1),
+		"fidelity_met":          u(1),
+		"estimated_uj":          u(1234),
+		"uj_per_accepted_token": u(1234 / 9),
+		"energy_provenance":     t("Estimator"),
+		"sequence":              u(0),
+		"nonce":                 t(hex.EncodeToString(n[:16])),
+		"steward":               t(vk.key.ID()),
+		"x_vendor_note":         t("sealed by another implementation"),
+		"x_vendor_list":         list,
+	})
+	protected := append([]byte{0x58, 0x26, 0xa2, 0x01, 0x27, 0x04, 0x58, 0x20}, vk.key.Public()...)
+	env := vk.signRaw(protected, core)
+	v := receiptVector{meta: vk.meta("foreign-minimal",
+		"a receipt from another implementation: only the §6.1 fields, grant_id without x_grant_*, and unknown x_vendor_note (text) and x_vendor_list (array), hand-encoded and signed with plain Ed25519",
+		"accept", "", 0), envs: [][]byte{env}, cores: [][]byte{core}}
+	v.meta.Envelopes = []EnvelopeMeta{{EnvelopeID: wire.ContentOf(env).String(), HandEncodedCoreHex: hex.EncodeToString(core)}}
+	return v, nil
+}
+
+// files renders the vector's files, named relative to receipts/<name>/.
+func (v receiptVector) files() (map[string][]byte, error) {
+	var mj bytes.Buffer
+	enc := json.NewEncoder(&mj)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v.meta); err != nil {
+		return nil, err
+	}
+	lines := func(bs [][]byte) []byte {
+		var b []byte
+		for _, x := range bs {
+			b = append(append(b, hex.EncodeToString(x)...), '\n')
+		}
+		return b
+	}
+	f := map[string][]byte{"meta.json": mj.Bytes(), "envelope.hex": lines(v.envs)}
+	if len(v.cores) > 0 {
+		f["signed_core.hex"] = lines(v.cores)
+	}
+	return f, nil
+}
+
+// ReceiptFiles maps every file under receipts/ (as "receipts/<name>/<file>")
+// to its bytes.
+func ReceiptFiles() (map[string][]byte, error) {
+	vs, err := receiptVectors()
+	if err != nil {
+		return nil, fmt.Errorf("receipt vectors: %w", err)
+	}
+	out := map[string][]byte{}
+	for _, v := range vs {
+		fs, err := v.files()
+		if err != nil {
+			return nil, err
+		}
+		for name, b := range fs {
+			out[path.Join("receipts", v.meta.Name, name)] = b
+		}
+	}
+	return out, nil
+}
+
+// VerifyVector runs the procedure conformance/v1/README.md prescribes on
+// one vector's envelopes: open each with the trusted key, in order, and
+// check each link. It returns the index of the refused envelope and the
+// error, or -1 and nil when everything verifies.
+func VerifyVector(trusted ed25519.PublicKey, envs [][]byte) (int, error) {
+	var prev *steward.Opened
+	for i, env := range envs {
+		o, err := steward.OpenEnvelope(env, trusted)
+		if err != nil {
+			return i, err
+		}
+		if prev != nil {
+			if err := steward.CheckLink(prev, o); err != nil {
+				return i, err
+			}
+		}
+		prev = o
+	}
+	if len(envs) == 0 {
+		return 0, errors.New("vector holds no envelope")
+	}
+	return -1, nil
+}
