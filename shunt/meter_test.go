@@ -481,6 +481,19 @@ func closeAsync(ctx context.Context, w *Window) <-chan closeResult {
 	return ch
 }
 
+// awaitClose returns what an asynchronous Close returned; the timeout only
+// turns a Close that never gives up into a failure rather than a hang.
+func awaitClose(t *testing.T, res <-chan closeResult) closeResult {
+	t.Helper()
+	select {
+	case r := <-res:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waiting after the reading it needed or past its limit")
+		return closeResult{}
+	}
+}
+
 // stepMeter is a meter over a stepped fake on a simulated clock, with two
 // readings recorded. Its wall-clock limit on Close is two periods.
 func stepMeter(t *testing.T, period time.Duration) (*simClock, *stepSensor, *Meter) {
@@ -519,7 +532,7 @@ func TestCloseWaitsAtMostTwoPeriods(t *testing.T) {
 		default:
 		}
 		s.advance(t, 1) // the reading ending at 6 h
-		r := <-res
+		r := awaitClose(t, res)
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -549,7 +562,7 @@ func TestCloseWaitsAtMostTwoPeriods(t *testing.T) {
 		default:
 		}
 		s.advance(t, 1) // 7 h: past the limit
-		r := <-res
+		r := awaitClose(t, res)
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
