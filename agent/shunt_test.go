@@ -13,6 +13,7 @@ import (
 	"meshd/drivers/inasim"
 	"meshd/engine"
 	"meshd/shunt"
+	"meshd/shunt/shunttest"
 	"meshd/wire"
 )
 
@@ -59,15 +60,7 @@ func (s *steppedINA226) Next(ctx context.Context) (drivers.Sample, error) {
 // them all: it asks for the next sample only after recording the last.
 func (s *steppedINA226) advance(t *testing.T, n int) {
 	t.Helper()
-	timeout := time.NewTimer(10 * time.Second) // reports a hang only
-	defer timeout.Stop()
-	for i := 0; i <= n; i++ {
-		select {
-		case s.step <- i < n:
-		case <-timeout.C:
-			t.Fatalf("the sampler stopped asking for samples after %d of %d", i, n)
-		}
-	}
+	shunttest.Release(t, s.step, n)
 }
 
 // closeHook runs before each window closes: the engine's work is done and

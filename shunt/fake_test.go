@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"meshd/drivers"
+	"meshd/shunt/shunttest"
 )
 
 // trace is a synthetic load: power in µW at t ns, and its exact integral.
@@ -180,15 +181,7 @@ func (s *stepSensor) Next(ctx context.Context) (drivers.Sample, error) {
 // of them.
 func (s *stepSensor) advance(t testing.TB, n int) {
 	t.Helper()
-	timeout := time.NewTimer(10 * time.Second) // reports a hang only
-	defer timeout.Stop()
-	for i := 0; i <= n; i++ {
-		select {
-		case s.step <- i < n:
-		case <-timeout.C:
-			t.Fatalf("the meter stopped asking for samples after %d of %d", i, n)
-		}
-	}
+	shunttest.Release(t, s.step, n)
 }
 
 // waitRecorded blocks until m has recorded at least n outcomes, woken by the

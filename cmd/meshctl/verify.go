@@ -50,13 +50,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return fmt.Errorf("%w: verify takes one path", errUsage)
 	}
-	var trusted ed25519.PublicKey
-	if *keyHex != "" {
-		k, err := steward.ParsePublicKey(*keyHex)
-		if err != nil {
-			return fmt.Errorf("%w: -steward: %v", errUsage, err)
-		}
-		trusted = k
+	trusted, err := trustedFlag(*keyHex)
+	if err != nil {
+		return err
 	}
 	path := fs.Arg(0)
 	if *envelope {
@@ -169,13 +165,9 @@ func logRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: log repair [-steward ID] [-apply] <log directory>", errUsage)
 	}
-	var trusted ed25519.PublicKey
-	if *keyHex != "" {
-		k, err := steward.ParsePublicKey(*keyHex)
-		if err != nil {
-			return fmt.Errorf("%w: -steward: %v", errUsage, err)
-		}
-		trusted = k
+	trusted, err := trustedFlag(*keyHex)
+	if err != nil {
+		return err
 	}
 	rep, err := steward.RepairLog(ctx, fs.Arg(0), trusted, *apply)
 	if err != nil {
@@ -214,13 +206,9 @@ func logCheckpoint(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: log checkpoint [-steward ID] <log directory>", errUsage)
 	}
-	var trusted ed25519.PublicKey
-	if *keyHex != "" {
-		k, err := steward.ParsePublicKey(*keyHex)
-		if err != nil {
-			return fmt.Errorf("%w: -steward: %v", errUsage, err)
-		}
-		trusted = k
+	trusted, err := trustedFlag(*keyHex)
+	if err != nil {
+		return err
 	}
 	rep, err := steward.VerifyLog(ctx, fs.Arg(0), steward.VerifyOptions{Trusted: trusted})
 	if err != nil {
@@ -233,4 +221,16 @@ func logCheckpoint(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fmt.Fprintln(stdout, hex.EncodeToString(rep.Latest.Envelope))
 	fmt.Fprintf(stderr, "checkpoint: %d receipts, head %s, steward %x\n", rep.Latest.Count, rep.Latest.HeadID, []byte(rep.Latest.Key))
 	return nil
+}
+
+// trustedFlag parses a -steward flag: empty means no key pinned.
+func trustedFlag(id string) (ed25519.PublicKey, error) {
+	if id == "" {
+		return nil, nil
+	}
+	k, err := steward.ParsePublicKey(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: -steward: %v", errUsage, err)
+	}
+	return k, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"meshd/agent"
 	"meshd/drivers"
+	"meshd/shunt/shunttest"
 	"meshd/steward"
 	"meshd/wire"
 )
@@ -85,15 +86,7 @@ func (s *steppedSensor) Next(ctx context.Context) (drivers.Sample, error) {
 // them all: it asks for the next reading only after recording the last.
 func (s *steppedSensor) advance(t *testing.T, n int) {
 	t.Helper()
-	timeout := time.NewTimer(10 * time.Second) // reports a hang only
-	defer timeout.Stop()
-	for i := 0; i <= n; i++ {
-		select {
-		case s.step <- i < n:
-		case <-timeout.C:
-			t.Fatalf("the sampler stopped asking for readings after %d of %d", i, n)
-		}
-	}
+	shunttest.Release(t, s.step, n)
 }
 
 // closeHook runs before each window closes, once the engine's work is done.
