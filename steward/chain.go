@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"meshd/steward/internal/framelog"
 	"meshd/wire"
@@ -59,6 +60,9 @@ type chain struct {
 	lastOff  int64
 	lastEnd  int64
 	batch    []pending
+	// prev is the batch being verified while the next one is read.
+	prev     []pending
+	prevWait func()
 	checked  uint64
 }
 
@@ -71,12 +75,13 @@ func newChain(key ed25519.PublicKey, workers int, visit func(*Opened) error) *ch
 	return &chain{key: key, workers: workers, visit: visit}
 }
 
-// add queues a frame of segment seg; the batch is verified when full.
+// add queues a frame of the current segment; a full batch goes to the
+// verifiers.
 func (c *chain) add(off int64, env []byte) error {
-	seq := c.next + uint64(len(c.batch))
+	seq := c.next + uint64(len(c.prev)) + uint64(len(c.batch))
 	c.batch = append(c.batch, pending{seq: seq, off: off, end: off + framelog.HeaderSize + int64(len(env)), env: env})
 	if len(c.batch) == verifyBatch {
-		return c.flush()
+		return c.step(false)
 	}
 	return nil
 }
@@ -85,47 +90,79 @@ func (c *chain) damage(seq uint64, off int64, err error) *DamageError {
 	return &DamageError{Sequence: seq, Segment: c.seg, Offset: off, Err: err}
 }
 
-// flush verifies the queued frames and advances the chain over them.
-func (c *chain) flush() error {
-	items := c.batch
-	if len(items) == 0 {
-		return nil
-	}
-	if c.key == nil {
-		// Fix the key from the first record before verifying in parallel,
-		// so every record is held to the same steward.
-		o, err := OpenEnvelope(items[0].env, nil)
-		if err != nil {
-			return c.damage(items[0].seq, items[0].off, err)
+// flush verifies everything queued and advances the chain over it.
+func (c *chain) flush() error { return c.step(true) }
+
+// step hands the queued batch to the verifiers and, while they work (and
+// the caller reads the next batch), checks the batch before it in order:
+// reading and verifying overlap, and errors still surface in chain order.
+func (c *chain) step(drain bool) error {
+	cur := c.batch
+	c.batch = make([]pending, 0, verifyBatch)
+	var wait func()
+	if len(cur) > 0 {
+		if c.key == nil {
+			// Fix the key from the first record before verifying in
+			// parallel, so every record is held to the same steward.
+			o, err := OpenEnvelope(cur[0].env, nil)
+			if err != nil {
+				return c.damage(cur[0].seq, cur[0].off, err)
+			}
+			c.key = o.Key
 		}
-		c.key = o.Key
+		wait = c.verify(cur)
 	}
+	if c.prevWait != nil {
+		c.prevWait()
+		err := c.check(c.prev)
+		c.prev, c.prevWait = nil, nil
+		if err != nil {
+			if wait != nil {
+				wait()
+			}
+			return err
+		}
+	}
+	c.prev, c.prevWait = cur, wait
+	if drain && c.prevWait != nil {
+		c.prevWait()
+		err := c.check(c.prev)
+		c.prev, c.prevWait = nil, nil
+		return err
+	}
+	return nil
+}
+
+// verify opens every envelope of items, in parallel unless one worker is
+// asked for, and returns a function that waits for the result.
+func (c *chain) verify(items []pending) func() {
 	if c.workers == 1 || len(items) == 1 {
 		for i := range items {
 			items[i].opened, items[i].err = OpenEnvelope(items[i].env, c.key)
 		}
-	} else {
-		var wg sync.WaitGroup
-		var next sync.Mutex
-		i := 0
-		for w := 0; w < c.workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					next.Lock()
-					j := i
-					i++
-					next.Unlock()
-					if j >= len(items) {
-						return
-					}
-					items[j].opened, items[j].err = OpenEnvelope(items[j].env, c.key)
-				}
-			}()
-		}
-		wg.Wait()
+		return func() {}
 	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	key := c.key
+	for w := 0; w < c.workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1) - 1)
+				if j >= len(items) {
+					return
+				}
+				items[j].opened, items[j].err = OpenEnvelope(items[j].env, key)
+			}
+		}()
+	}
+	return wg.Wait
+}
+
+// check advances the chain over verified items, in order.
+func (c *chain) check(items []pending) error {
 	for _, it := range items {
 		if it.err != nil {
 			return c.damage(it.seq, it.off, it.err)
@@ -159,6 +196,5 @@ func (c *chain) flush() error {
 		c.next = it.seq + 1
 		c.checked++
 	}
-	c.batch = c.batch[:0]
 	return nil
 }
