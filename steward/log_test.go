@@ -317,7 +317,10 @@ func TestConcurrentSealersGroupCommit(t *testing.T) {
 	if err != nil || v.Records != sealers*each {
 		t.Fatalf("verify: %v (%+v)", err, v)
 	}
-	if v.Segments < 5 || v.Checkpoints < 6 {
+	// How many periodic checkpoints land depends on scheduling (a sealer
+	// that finds one in progress leaves it to the next), but the first
+	// sealer past 50 takes one, and Close seals another.
+	if v.Segments < 5 || v.Checkpoints < 2 {
 		t.Fatalf("expected rotation and periodic checkpoints: %d segments, %d checkpoints", v.Segments, v.Checkpoints)
 	}
 }
