@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/bits"
 	"time"
 
@@ -19,12 +20,15 @@ const EstimatorMeter = "estimator"
 
 // Agent runs serves end to end: authorise, route, meter, seal.
 type Agent struct {
-	backends []engine.Backend
-	meter    Meter // nil: no hardware, figures are Estimator
-	steward  *steward.Steward
-	clock    func() time.Time
-	grants   *grant.Authoriser
-	mustHave bool
+	backends     []engine.Backend
+	meter        Meter // nil: no hardware, figures are Estimator
+	steward      *steward.Steward
+	clock        func() time.Time
+	grants       *grant.Authoriser
+	mustHave     bool
+	requireMeter bool // refuse to serve while the meter is unhealthy
+	costs        *costs
+	log          *slog.Logger
 }
 
 // Config assembles an Agent.
@@ -40,7 +44,18 @@ type Config struct {
 	Grants *grant.Authoriser
 	// RequireGrant refuses every serve that carries no grant.
 	RequireGrant bool
+	// RequireMeter is the refuse-when-unmetered policy: while the meter
+	// reports itself unhealthy (a stalled or dead sensor) the agent
+	// refuses serves rather than seal Estimator receipts. It needs a Meter.
+	RequireMeter bool
+	// Logger receives what the agent decides on its own (a figure claimed
+	// less than the meter offered); nil discards.
+	Logger *slog.Logger
 }
+
+// ErrUnmetered is wrapped when a serve is refused because the meter is not
+// measuring and the agent requires it to be.
+var ErrUnmetered = errors.New("meter unhealthy")
 
 // ErrGrantRequired is wrapped when a serve without a grant reaches an agent
 // that requires one, or a grant reaches an agent with no authoriser.
@@ -58,6 +73,9 @@ func New(cfg Config) (*Agent, error) {
 		}
 		seen[b.Name()] = true
 	}
+	if cfg.RequireMeter && cfg.Meter == nil {
+		return nil, errors.New("agent: RequireMeter needs a meter")
+	}
 	if cfg.RequireGrant && cfg.Grants == nil {
 		return nil, errors.New("agent: RequireGrant needs a grant authoriser")
 	}
@@ -68,7 +86,10 @@ func New(cfg Config) (*Agent, error) {
 			[]byte(cfg.Grants.Steward()), hex.EncodeToString(cfg.Steward.Public()))
 	}
 	a := &Agent{backends: cfg.Backends, meter: cfg.Meter, steward: cfg.Steward, clock: cfg.Clock,
-		grants: cfg.Grants, mustHave: cfg.RequireGrant}
+		grants: cfg.Grants, mustHave: cfg.RequireGrant, requireMeter: cfg.RequireMeter, costs: newCosts(), log: cfg.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
 	if a.clock == nil {
 		a.clock = time.Now
 	}
@@ -114,6 +135,13 @@ func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt 
 	if got := wire.ContentOf(prompt); got != req.PromptHash {
 		return nil, fmt.Errorf("serve: %w: prompt_hash %s does not address the prompt sent (%s)", wire.ErrBadRequest, req.PromptHash, got)
 	}
+	if a.requireMeter {
+		if hc, ok := a.meter.(HealthChecker); ok {
+			if err := hc.Health(); err != nil {
+				return nil, fmt.Errorf("serve %s: %w: %v", id, ErrUnmetered, err)
+			}
+		}
+	}
 	var hold *grant.Hold
 	switch {
 	case grantEnv == nil && a.mustHave:
@@ -132,7 +160,7 @@ func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt 
 			}
 		}()
 	}
-	dec, err := Route(req, a.backends)
+	dec, err := route(req, a.backends, func(b engine.Backend) (uint64, string) { return a.costs.cost(b.Name(), b.UJPerToken()) })
 	if err != nil {
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
@@ -159,9 +187,12 @@ func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt 
 		g, h, debit := hold.Grant, hold.ID, min(energy.UJ(), req.JouleCeilingUJ)
 		draft.Grant, draft.GrantHold, draft.GrantDebit = &g, &h, &debit
 	}
-	sealed, err := a.steward.Seal(ctx, draft)
+	sealed, err := a.seal(ctx, draft, res, b)
 	if err != nil {
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
+	}
+	if e, err := sealed.Receipt.Energy(); err == nil {
+		a.costs.observe(b.Name(), e.Provenance(), e.UJ(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut))
 	}
 	resp = &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output}
 	if hold != nil {
@@ -175,9 +206,18 @@ func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt 
 }
 
 // metered calls the engine inside a meter window and turns what the meter
-// saw into an honest Energy. The estimate is always the backend's model
-// applied to the tokens actually served.
+// saw into an honest Energy. The engine's slot, when it has one, is taken
+// before the window opens, so queueing is never metered. The estimate is
+// always the backend's model applied to the tokens actually served.
 func (a *Agent) metered(ctx context.Context, b engine.Backend, req wire.ServeRequest, prompt []byte) (engine.Result, wire.Energy, wire.Metering, error) {
+	if sb, ok := b.(engine.Slotted); ok {
+		held, release, err := sb.Acquire(ctx)
+		if err != nil {
+			return engine.Result{}, wire.Energy{}, wire.Metering{}, err
+		}
+		defer release()
+		ctx = held
+	}
 	var win Window
 	var meterErr error
 	if a.meter != nil {
@@ -203,14 +243,49 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, req wire.ServeReq
 		case wire.HwShunt:
 			return res, wire.Measured(reading.EnergyUJ, est), reading.Metering, nil
 		case wire.ModelBased:
-			// Gaps were bridged by interpolation: the meter-derived figure is
-			// a model, so it is carried as the estimate, never as measured.
+			// The meter-derived figure is a model: it is carried as the
+			// estimate, never as measured.
 			return res, wire.Modelled(nil, reading.EnergyUJ), reading.Metering, nil
 		}
 	}
+	if a.meter != nil {
+		a.log.Warn("serve sealed as Estimator: the meter measured nothing", "meter", a.meter.Name(), "err", meterErr)
+	}
 	// No meter, or a meter that saw nothing valid: say so, never a zero.
-	m := wire.Metering{Meter: EstimatorMeter, WindowNs: uint64(span.Nanoseconds())}
-	return res, wire.Estimated(est), m, nil
+	return res, wire.Estimated(est), estimatorMetering(span), nil
+}
+
+func estimatorMetering(span time.Duration) wire.Metering {
+	ns := uint64(max(span, 0).Nanoseconds())
+	return wire.Metering{Meter: EstimatorMeter, Kind: wire.KindEstimator, WindowNs: ns, ServeNs: ns}
+}
+
+// seal asks the steward to seal draft. The steward, not the meter, decides
+// whether the evidence supports the provenance claimed; a meter that
+// claimed more than its evidence shows is held to less — HwShunt becomes
+// ModelBased, and evidence not even a model can rest on becomes Estimator —
+// and the downgrade is logged, never silent.
+func (a *Agent) seal(ctx context.Context, d steward.Draft, res engine.Result, b engine.Backend) (*steward.Sealed, error) {
+	sealed, err := a.steward.Seal(ctx, d)
+	if err == nil || !errors.Is(err, steward.ErrField) || d.Energy.Provenance() == wire.Estimator {
+		return sealed, err
+	}
+	for _, next := range []wire.Provenance{wire.ModelBased, wire.Estimator} {
+		if next <= d.Energy.Provenance() {
+			continue
+		}
+		a.log.Warn("meter evidence refused; claiming less", "from", d.Energy.Provenance(), "to", next, "err", err)
+		if next == wire.ModelBased {
+			d.Energy = wire.Modelled(nil, d.Energy.UJ())
+		} else {
+			d.Energy = wire.Estimated(estimate(b.UJPerToken(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut)))
+			d.Metering = estimatorMetering(time.Duration(d.Metering.ServeNs))
+		}
+		if sealed, err = a.steward.Seal(ctx, d); err == nil || !errors.Is(err, steward.ErrField) {
+			return sealed, err
+		}
+	}
+	return nil, err
 }
 
 func estimate(ujPerToken, tokens uint64) uint64 {

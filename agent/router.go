@@ -42,6 +42,19 @@ var ErrNoRoute = errors.New("no admissible backend")
 // backend weighed is recorded. When none is admissible the decision is
 // returned together with an error wrapping ErrNoRoute that says why.
 func Route(req wire.ServeRequest, backends []engine.Backend) (Decision, error) {
+	return route(req, backends, nil)
+}
+
+// route is Route with each backend's µJ/token taken from cost (nil: the
+// configured figure); the justification names where the chosen figure came
+// from.
+func route(req wire.ServeRequest, backends []engine.Backend, cost func(engine.Backend) (uint64, string)) (Decision, error) {
+	if cost == nil {
+		cost = func(b engine.Backend) (uint64, string) {
+			return b.UJPerToken(), fmt.Sprintf("configured %d µJ/token", b.UJPerToken())
+		}
+	}
+	notes := make([]string, len(backends))
 	d := Decision{Chosen: -1, Candidates: make([]RouteCandidate, len(backends))}
 	if err := req.Validate(); err != nil {
 		return d, err
@@ -49,7 +62,9 @@ func Route(req wire.ServeRequest, backends []engine.Backend) (Decision, error) {
 	tokens := uint64(req.PromptTokens) + uint64(req.MaxTokens)
 	for i, b := range backends {
 		c := RouteCandidate{Backend: b.Name(), Fidelity: b.Fidelity()}
-		hi, lo := bits.Mul64(b.UJPerToken(), tokens)
+		per, note := cost(b)
+		notes[i] = note
+		hi, lo := bits.Mul64(per, tokens)
 		c.EstTotalUJ, c.Overflow = lo, hi != 0
 		switch {
 		case c.Fidelity < req.FidelityFloor:
@@ -77,8 +92,8 @@ func Route(req wire.ServeRequest, backends []engine.Backend) (Decision, error) {
 			admissible++
 		}
 	}
-	d.Justification = fmt.Sprintf("%s: cheapest of %d admissible (of %d weighed) at %v >= %v, est %d µJ <= ceiling %d µJ",
-		c.Backend, admissible, len(d.Candidates), c.Fidelity, req.FidelityFloor, c.EstTotalUJ, req.JouleCeilingUJ)
+	d.Justification = fmt.Sprintf("%s: cheapest of %d admissible (of %d weighed) at %v >= %v, est %d µJ <= ceiling %d µJ (%s)",
+		c.Backend, admissible, len(d.Candidates), c.Fidelity, req.FidelityFloor, c.EstTotalUJ, req.JouleCeilingUJ, notes[d.Chosen])
 	return d, nil
 }
 

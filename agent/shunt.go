@@ -2,22 +2,35 @@ package agent
 
 import (
 	"context"
+	"fmt"
 
 	"meshd/shunt"
 )
 
-// shuntMeter lets a sampler meter the agent's windows.
-type shuntMeter struct{ m *shunt.Meter }
+// spanMeter lets a span of samplers meter the agent's windows.
+type spanMeter struct{ s *shunt.Span }
 
-// FromShunt returns a Meter backed by a running shunt sampler.
-func FromShunt(m *shunt.Meter) Meter { return shuntMeter{m} }
+// FromSpan returns a Meter backed by a span of running samplers.
+func FromSpan(s *shunt.Span) Meter { return spanMeter{s} }
 
-func (s shuntMeter) Name() string { return s.m.Name() }
-
-func (s shuntMeter) Open(ctx context.Context) (Window, error) {
-	w, err := s.m.Open(ctx)
+// FromShunt returns a Meter backed by one running sampler, metering one
+// serve at a time.
+func FromShunt(m *shunt.Meter) (Meter, error) {
+	s, err := shunt.NewSpan([]shunt.Member{m}, shunt.SpanConfig{})
 	if err != nil {
-		// Return a true nil so the agent never closes a nil *shunt.Window.
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return spanMeter{s}, nil
+}
+
+func (s spanMeter) Name() string      { return s.s.Name() }
+func (s spanMeter) Health() error     { return s.s.Health() }
+func (s spanMeter) Span() *shunt.Span { return s.s }
+
+func (s spanMeter) Open(ctx context.Context) (Window, error) {
+	w, err := s.s.Open(ctx)
+	if err != nil {
+		// Return a true nil so the agent never closes a nil *SpanWindow.
 		return nil, err
 	}
 	return w, nil

@@ -2,72 +2,45 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"math"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"meshd/drivers"
+	"meshd/drivers/drivertest"
 	"meshd/drivers/ina226"
 	"meshd/drivers/inasim"
 	"meshd/engine"
 	"meshd/shunt"
-	"meshd/shunt/shunttest"
 	"meshd/wire"
+
+	"periph.io/x/conn/v3/physic"
 )
 
-// steppedINA226 converts a simulated INA226 and reads it through the real
-// driver one sample at a time, when the test releases one, and stamps each
-// sample on a simulated clock that advances one update period per sample.
-// Only the timestamps are simulated: on a loaded machine wall-clock stamps
-// leave gaps that make the provenance a matter of scheduling.
-type steppedINA226 struct {
-	*ina226.Dev
-	chip *inasim.Chip
-	base time.Time
-	n    atomic.Int64 // samples delivered
-	step chan bool    // true releases a sample; false is only a barrier
-}
-
-func (s *steppedINA226) now() time.Time {
-	return s.base.Add(time.Duration(s.n.Load()) * s.UpdatePeriod())
-}
-
-func (s *steppedINA226) Next(ctx context.Context) (drivers.Sample, error) {
+// runTo lets a sampler reading a simulated chip run until the simulated
+// clock reaches until, one sleep at a time: the clock moves only while the
+// sampler sleeps, so what it reads is the same on any machine.
+func runTo(t *testing.T, clock *drivertest.Clock, until time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // reports a hang only
+	defer cancel()
 	for {
-		select {
-		case release := <-s.step:
-			if !release {
-				continue
-			}
-			if !s.chip.Convert() {
-				return drivers.Sample{}, errors.New("simulated chip is not converting")
-			}
-			smp, err := s.Dev.Next(ctx)
-			if err != nil {
-				return smp, err
-			}
-			smp.At = s.base.Add(time.Duration(s.n.Add(1)) * s.UpdatePeriod())
-			return smp, nil
-		case <-ctx.Done():
-			return drivers.Sample{}, ctx.Err()
+		if err := clock.WaitSleepers(ctx, 1); err != nil {
+			t.Fatalf("the sampler stopped sleeping: %v", err)
 		}
+		if !clock.Now().Before(until) {
+			return
+		}
+		clock.AdvanceToNext()
 	}
 }
 
-// advance releases n samples and returns once the sampler has recorded
-// them all: it asks for the next sample only after recording the last.
-func (s *steppedINA226) advance(t *testing.T, n int) {
-	t.Helper()
-	shunttest.Release(t, s.step, n)
-}
-
-// closeHook runs before each window closes: the engine's work is done and
-// the test lets the sensor deliver the readings that span it.
+// closeHook runs before each window closes (the engine's work is done),
+// then keeps the simulated clock running while Close waits for the
+// conversion that ends past the window.
 type closeHook struct {
 	Meter
 	beforeClose func()
+	clock       *drivertest.Clock
 }
 
 func (h closeHook) Open(ctx context.Context) (Window, error) {
@@ -75,17 +48,36 @@ func (h closeHook) Open(ctx context.Context) (Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	return hookedWindow{w, h.beforeClose}, nil
+	return hookedWindow{w, h}, nil
 }
 
 type hookedWindow struct {
 	Window
-	beforeClose func()
+	h closeHook
 }
 
 func (w hookedWindow) Close(ctx context.Context) (wire.Reading, error) {
-	w.beforeClose()
-	return w.Window.Close(ctx)
+	w.h.beforeClose()
+	type result struct {
+		r   wire.Reading
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := w.Window.Close(ctx)
+		done <- result{r, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			return r.r, r.err
+		default:
+		}
+		if err := w.h.clock.WaitSleepers(ctx, 1); err != nil {
+			return wire.Reading{}, err
+		}
+		w.h.clock.AdvanceToNext()
+	}
 }
 
 // TestServeUnderSimulatedINA226 runs the whole chain below the agent for
@@ -94,31 +86,30 @@ func (w hookedWindow) Close(ctx context.Context) (wire.Reading, error) {
 func TestServeUnderSimulatedINA226(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bus := inasim.NewBus("sim-1")
+	clock := drivertest.NewClock(drivertest.Epoch, false)
+	bus := inasim.NewBus("sim-1", clock)
 	chip := bus.Add(inasim.INA226, 0x40)
-	// 10 mΩ shunt carrying 1.5 A (15 mV) on a 12 V rail: 18 W.
-	const shuntNV, busUV = 15_000_000, 12_000_000
+	// 10 mΩ shunt carrying 1.5 A on a 12 V rail: 18 W.
 	const watts = 18.0
-	chip.SetInputs(shuntNV, busUV)
-	dev, err := ina226.Open(bus, 0x40, ina226.Config{
-		ShuntMicroOhms: 10_000, MaxCurrentUA: 4_000_000,
-		Averages: 4, BusConvTime: 588 * time.Microsecond, ShuntConvTime: 588 * time.Microsecond,
-	})
+	chip.SetShunt(10 * physic.MilliOhm)
+	chip.SetLoad(inasim.Constant(1500*physic.MilliAmpere, 12*physic.Volt))
+	dev, err := ina226.Open(bus, 0x40, ina226.Config{ShuntMicroOhms: 10_000, MaxCurrentUA: 2_000_000, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &steppedINA226{Dev: dev, chip: chip, base: time.Now(), step: make(chan bool)}
-	m, err := shunt.New(ctx, s, shunt.Config{Now: s.now})
+	m, err := shunt.New(ctx, dev, shunt.MeterConfig{Config: shunt.Config{Now: clock.Now}, After: func(time.Duration) <-chan time.Time { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	s.advance(t, 2) // readings before the window opens, so its start is covered
-
-	// The engine's work spans this many update periods of metered time.
-	const span = 50
+	runTo(t, clock, clock.Now().Add(50*time.Millisecond)) // readings before the window opens
+	meter, err := FromShunt(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The engine's work spans 100 ms of metered time.
 	bs := refs(t, engine.ReferenceConfig{Name: "tiny", Fidelity: wire.F1, UJPerToken: 10, Work: 4000})
-	a, _ := newAgent(t, closeHook{FromShunt(m), func() { s.advance(t, span) }}, bs...)
+	a, _ := newAgent(t, closeHook{meter, func() { runTo(t, clock, clock.Now().Add(100*time.Millisecond)) }, clock}, bs...)
 	p := "measure me"
 	r := promptReq(p, wire.F0, 1e9)
 	r.MaxTokens = 200
@@ -127,19 +118,20 @@ func TestServeUnderSimulatedINA226(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := resp.Sealed.Receipt
-	// Every reading arrived one period after the last and one lies at the
-	// window's end: fully covered, so a hardware measurement.
-	period := uint64(dev.UpdatePeriod())
+	// Conversions chained across the window: a hardware measurement over
+	// whole conversions containing the serve.
+	period := uint64(dev.Info().MaxPeriod)
 	if rc.EnergyProvenance != "HwShunt" || rc.MeasuredUJ == nil {
 		t.Fatalf("provenance %s, measured %v: want a HwShunt measurement", rc.EnergyProvenance, rc.MeasuredUJ)
 	}
-	if rc.MeterName() != m.Name() || rc.Samples == nil || *rc.Samples != span || rc.MaxGapNs == nil || *rc.MaxGapNs != period ||
-		rc.WindowNs == nil || *rc.WindowNs != span*period || rc.ErrorUJ == nil {
-		t.Fatalf("metering fields: meter %q samples %v max gap %v window %v error %v; want %d samples %d ns apart",
-			rc.MeterName(), rc.Samples, rc.MaxGapNs, rc.WindowNs, rc.ErrorUJ, span, period)
+	if rc.MeterName() != m.Name() || *rc.MeterKind != wire.KindADC || *rc.Samples < 12 || *rc.MaxGapNs > period ||
+		*rc.ServeNs < uint64(100*time.Millisecond) || *rc.WindowNs < *rc.ServeNs || *rc.WindowNs > *rc.ServeNs+3*period ||
+		*rc.CoveredPPM != wire.FullPPM || *rc.PeriodNs != period {
+		t.Fatalf("evidence: meter %q kind %s samples %d max gap %d window %d serve %d covered %d period %d",
+			rc.MeterName(), *rc.MeterKind, *rc.Samples, *rc.MaxGapNs, *rc.WindowNs, *rc.ServeNs, *rc.CoveredPPM, *rc.PeriodNs)
 	}
 	// The chip saw a constant 18 W: the measurement must be 18 W over the
-	// integrated window, within the bound the meter itself reported.
+	// gross window, within the bound the meter itself reported.
 	e, err := rc.Energy()
 	if err != nil {
 		t.Fatal(err)

@@ -184,15 +184,21 @@ func TestSignedCoreIsCanonicalAndPlain(t *testing.T) {
 	}
 	for _, k := range []string{"mesh_receipt", "request_id", "backend", "recipe", "route", "tokens_in", "tokens_out",
 		"tokens_accepted", "cache_hit_tokens", "spec_proposed", "spec_accepted", "fidelity_floor", "fidelity_met",
-		"estimated_uj", "uj_per_accepted_token", "energy_provenance", "sequence", "nonce", "steward", "x_meter", "x_window_ns"} {
+		"estimated_uj", "uj_per_accepted_token", "energy_provenance", "sequence", "nonce", "steward",
+		"x_meter", "x_meter_kind", "x_window_ns", "x_serve_ns", "x_sealed_unix_ms"} {
 		if _, ok := keys[k]; !ok {
 			t.Errorf("signed core lacks %q", k)
 		}
 	}
-	for _, k := range []string{"measured_uj", "prev", "grant_id"} {
+	// Estimator names no meter and carries no samples (PROFILE.md §6).
+	for _, k := range []string{"measured_uj", "prev", "grant_id", "x_error_uj", "x_samples", "x_max_gap_ns",
+		"x_covered_ppm", "x_period_ns", "x_accuracy_ppm", "x_shared", "x_idle_uw"} {
 		if _, ok := keys[k]; ok {
 			t.Errorf("an ungranted Estimator genesis receipt must not carry %q", k)
 		}
+	}
+	if m, kind := string(keys["x_meter"].bytes), string(keys["x_meter_kind"].bytes); m != "estimator" || kind != "estimator" {
+		t.Errorf("Estimator receipt names meter %q of kind %q, want estimator for both", m, kind)
 	}
 	var meta Meta
 	if err := json.Unmarshal(readVector(t, "meta.json"), &meta); err != nil {

@@ -73,11 +73,19 @@ type DraftMeta struct {
 	Provenance     string `json:"energy_provenance"`
 	MeasuredUJ     uint64 `json:"measured_uj,omitempty"`
 	EstimatedUJ    uint64 `json:"estimated_uj"`
-	Meter          string `json:"meter"`
-	WindowNs       uint64 `json:"window_ns"`
-	ErrorUJ        uint64 `json:"error_uj"`
-	Samples        uint64 `json:"samples"`
-	MaxGapNs       uint64 `json:"max_gap_ns"`
+	// The wire.Metering fields, as the agent hands them to the steward.
+	Meter       string  `json:"meter"`
+	MeterKind   string  `json:"meter_kind"`
+	WindowNs    uint64  `json:"window_ns"`
+	ServeNs     uint64  `json:"serve_ns"`
+	ErrorUJ     uint64  `json:"error_uj"`
+	Samples     uint64  `json:"samples"`
+	MaxGapNs    uint64  `json:"max_gap_ns"`
+	CoveredPPM  uint64  `json:"covered_ppm"`
+	PeriodNs    uint64  `json:"period_ns"`
+	AccuracyPPM uint64  `json:"accuracy_ppm"`
+	Shared      uint64  `json:"shared"`
+	IdleUW      *uint64 `json:"idle_uw,omitempty"`
 }
 
 func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, error) {
@@ -90,7 +98,9 @@ func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, e
 		Outcome: wire.ServeOutcome{TokensIn: m.TokensIn, TokensOut: m.TokensOut, TokensAccepted: m.TokensAccepted,
 			CacheHitTokens: m.CacheHitTokens, SpecProposed: m.SpecProposed, SpecAccepted: m.SpecAccepted},
 		Floor: wire.Fidelity(m.FidelityFloor), Served: wire.Fidelity(m.ServedFidelity),
-		Metering: wire.Metering{Meter: m.Meter, WindowNs: m.WindowNs, ErrorUJ: m.ErrorUJ, Samples: m.Samples, MaxGapNs: m.MaxGapNs},
+		Metering: wire.Metering{Meter: m.Meter, Kind: m.MeterKind, WindowNs: m.WindowNs, ServeNs: m.ServeNs,
+			ErrorUJ: m.ErrorUJ, Samples: m.Samples, MaxGapNs: m.MaxGapNs, CoveredPPM: m.CoveredPPM, PeriodNs: m.PeriodNs,
+			AccuracyPPM: m.AccuracyPPM, Shared: m.Shared, IdleUW: m.IdleUW},
 	}
 	p, err := wire.ParseProvenance(m.Provenance)
 	if err != nil {
@@ -299,24 +309,30 @@ func receiptVectors() ([]receiptVector, error) {
 	}
 	req := func(s string) string { return wire.ContentOf([]byte(s)).String() }
 	const t0 = 1_767_225_600_000
+	idle := uint64(1_850_000)
 	hw := DraftMeta{Sequence: 0, NonceHex: nonce(0), SealedUnixMs: t0,
 		RequestID: req("conformance request hwshunt"), Backend: "gguf-q4", Recipe: "gguf:" + req("model file"),
 		Route:    "gguf-q4: cheapest of 1 admissible (of 2 weighed) at F2 >= F2, est 30000 µJ <= ceiling 50000 µJ",
 		TokensIn: 40, TokensOut: 60, TokensAccepted: 60, CacheHitTokens: 12, SpecProposed: 30, SpecAccepted: 21,
 		FidelityFloor: 2, ServedFidelity: 2, Provenance: "HwShunt", MeasuredUJ: 28_913, EstimatedUJ: 30_000,
-		Meter: "ina226@i2c-1:0x40", WindowNs: 412_000_000, ErrorUJ: 311, Samples: 413, MaxGapNs: 1_100_000}
+		Meter: "ina226@i2c-1:0x40", MeterKind: wire.KindADC, WindowNs: 412_132_000, ServeNs: 410_250_000,
+		ErrorUJ: 87, Samples: 371, MaxGapNs: 1_104_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 3_000,
+		Shared: 1, IdleUW: &idle}
 	mb := DraftMeta{Sequence: 1, NonceHex: nonce(1), SealedUnixMs: t0 + 1500,
 		RequestID: req("conformance request modelbased"), Backend: "gguf-q4", Recipe: "gguf:" + req("model file"),
 		Route:    "gguf-q4: cheapest of 1 admissible (of 2 weighed) at F2 >= F1, est 9000 µJ <= ceiling 50000 µJ",
 		TokensIn: 10, TokensOut: 20, TokensAccepted: 20,
 		FidelityFloor: 1, ServedFidelity: 2, Provenance: "ModelBased", EstimatedUJ: 9_377,
-		Meter: "ina226@i2c-1:0x40", WindowNs: 140_000_000, ErrorUJ: 1_204, Samples: 61, MaxGapNs: 9_000_000}
+		Meter: "ina226@i2c-1:0x40", MeterKind: wire.KindADC, WindowNs: 140_000_000, ServeNs: 138_900_000,
+		ErrorUJ: 1_204, Samples: 61, MaxGapNs: 9_000_000, CoveredPPM: 912_000, PeriodNs: 1_111_000, AccuracyPPM: 3_000,
+		Shared: 2}
 	gr := DraftMeta{Sequence: 2, NonceHex: nonce(2), SealedUnixMs: t0 + 3000,
 		RequestID: req("conformance request granted"), GrantID: req("conformance grant envelope"), GrantHold: 7, GrantDebitUJ: 4_000,
 		Backend: "ref-mid", Recipe: "reference/v1:work=64",
 		Route:    "ref-mid: cheapest of 2 admissible (of 4 weighed) at F2 >= F2, est 4000 µJ <= ceiling 4000 µJ",
 		TokensIn: 8, TokensOut: 12, TokensAccepted: 12, FidelityFloor: 2, ServedFidelity: 2,
-		Provenance: "Estimator", EstimatedUJ: 6_000, Meter: "estimator", WindowNs: 2_500_000}
+		Provenance: "Estimator", EstimatedUJ: 6_000, Meter: steward.EstimatorMeter, MeterKind: wire.KindEstimator,
+		WindowNs: 2_500_000, ServeNs: 2_500_000}
 
 	var out []receiptVector
 	// The positive chain: each receipt built by meshd's steward from its
@@ -351,9 +367,9 @@ func receiptVectors() ([]receiptVector, error) {
 		}
 		out = append(out, v)
 	}
-	positive("hwshunt", "HwShunt genesis receipt: measured_uj and all of meshd's metering extensions", chain[0])
-	positive("modelbased", "ModelBased receipt at sequence 1: no measured_uj, metering coverage extensions, prev names hwshunt's envelope", chain[1])
-	positive("granted", "Estimator receipt at sequence 2 on a grant: grant_id with x_grant_hold and x_grant_debit_uj (debit 4000 <= charged 6000); no coverage extensions", chain[2])
+	positive("hwshunt", "HwShunt genesis receipt: measured_uj and all of meshd's metering extensions, x_idle_uw included; the evidence supports HwShunt (adc, full coverage, gap within a period, bound within 3000 ppm of measured_uj, alone)", chain[0])
+	positive("modelbased", "ModelBased receipt at sequence 1: no measured_uj, the metering evidence of a partly covered window shared by 2 serves, prev names hwshunt's envelope", chain[1])
+	positive("granted", "Estimator receipt at sequence 2 on a grant: grant_id with x_grant_hold and x_grant_debit_uj (debit 4000 <= charged 6000); x_meter and x_meter_kind \"estimator\", no meter evidence", chain[2])
 	positive("chain", "hwshunt, modelbased and granted as one chain: each verifies and links to the one before", chain...)
 
 	foreign, err := foreignVector()
@@ -442,6 +458,63 @@ func receiptVectors() ([]receiptVector, error) {
 	padEnv, _ := steward.Sign1(vk.key, padInt)
 	negative("core-integer-not-shortest", "hwshunt with sequence 0 written as 18 00, re-signed",
 		steward.RefusedCoreEncoding, 0, [][]byte{padEnv}, []EnvelopeMeta{with(hw, "sequence value 00 rewritten as 18 00; re-signed")})
+
+	// Forged evidence: each takes a receipt meshd sealed, changes what its
+	// metering extensions claim and re-signs it, so that only the evidence
+	// rules (PROFILE.md §6) can refuse it.
+	forge := func(name, desc string, refusal steward.Reason, base int, dm DraftMeta, mutation string, mut func(*steward.Receipt)) error {
+		r := *chain[base].r
+		mut(&r)
+		_, env, err := vk.seal(&r)
+		if err != nil {
+			return fmt.Errorf("vector %s: %w", name, err)
+		}
+		negative(name, desc, refusal, 0, [][]byte{env}, []EnvelopeMeta{with(dm, mutation+"; re-signed")})
+		return nil
+	}
+	u64 := func(v uint64) *uint64 { return &v }
+	text := func(s string) *string { return &s }
+	forgeries := []struct {
+		name, desc string
+		refusal    steward.Reason
+		base       int
+		mutation   string
+		mut        func(*steward.Receipt)
+	}{
+		{"evidence-hwshunt-meter-estimator", "hwshunt claiming the estimator as its meter, with 0 samples over a 0 ns window",
+			steward.RefusedEvidence, 0, `x_meter = "estimator", x_samples = 0, x_window_ns = 0, x_serve_ns = 0`,
+			func(r *steward.Receipt) {
+				r.Meter, r.Samples, r.WindowNs, r.ServeNs = text("estimator"), u64(0), u64(0), u64(0)
+			}},
+		{"evidence-hwshunt-kind-point", "hwshunt from a meter of kind point, which cannot support HwShunt",
+			steward.RefusedEvidence, 0, `x_meter_kind = "point"`, func(r *steward.Receipt) { r.MeterKind = text(wire.KindPoint) }},
+		{"evidence-hwshunt-no-samples", "hwshunt with no reading at all",
+			steward.RefusedEvidence, 0, "x_samples = 0", func(r *steward.Receipt) { r.Samples = u64(0) }},
+		{"evidence-hwshunt-gap-over-period", "hwshunt with a 10 s gap between readings of a 1 ms conversion period",
+			steward.RefusedEvidence, 0, "x_max_gap_ns = 10000000000, x_period_ns = 1000000",
+			func(r *steward.Receipt) { r.MaxGapNs, r.PeriodNs = u64(10_000_000_000), u64(1_000_000) }},
+		{"evidence-hwshunt-bound-over-accuracy", "hwshunt with a 1e9 µJ error bound, beyond 3000 ppm of its 28913 µJ (at most 87 µJ)",
+			steward.RefusedEvidence, 0, "x_error_uj = 1000000000", func(r *steward.Receipt) { r.ErrorUJ = u64(1_000_000_000) }},
+		{"evidence-hwshunt-partial-coverage", "hwshunt whose readings covered 999999 ppm of the window",
+			steward.RefusedEvidence, 0, "x_covered_ppm = 999999", func(r *steward.Receipt) { r.CoveredPPM = u64(999_999) }},
+		{"evidence-hwshunt-shared", "hwshunt apportioned between 2 serves",
+			steward.RefusedEvidence, 0, "x_shared = 2", func(r *steward.Receipt) { r.Shared = u64(2) }},
+		{"evidence-hwshunt-accuracy-over-ceiling", "hwshunt from a meter declaring 100001 ppm, above the 100000 ppm ceiling",
+			steward.RefusedEvidence, 0, "x_accuracy_ppm = 100001", func(r *steward.Receipt) { r.AccuracyPPM = u64(100_001) }},
+		{"evidence-serve-over-window", "hwshunt whose serve is longer than the gross window that must contain it",
+			steward.RefusedEvidence, 0, "x_serve_ns = 412132001", func(r *steward.Receipt) { r.ServeNs = u64(412_132_001) }},
+		{"evidence-estimator-names-meter", "granted (Estimator) naming a hardware meter",
+			steward.RefusedEvidence, 2, `x_meter = "ina226@i2c-1:0x40"`, func(r *steward.Receipt) { r.Meter = text("ina226@i2c-1:0x40") }},
+		{"evidence-kind-missing", "hwshunt without x_meter_kind",
+			steward.RefusedMissingField, 0, "x_meter_kind removed", func(r *steward.Receipt) { r.MeterKind = nil }},
+		{"evidence-kind-unknown", "hwshunt with an x_meter_kind that is none of the five kinds",
+			steward.RefusedFieldValue, 0, `x_meter_kind = "shunt"`, func(r *steward.Receipt) { r.MeterKind = text("shunt") }},
+	}
+	for _, f := range forgeries {
+		if err := forge(f.name, f.desc, f.refusal, f.base, chain[f.base].dm, f.mutation, f.mut); err != nil {
+			return nil, err
+		}
+	}
 
 	broken := mb
 	broken.Prev = wire.ContentOf([]byte("not the previous envelope")).String()

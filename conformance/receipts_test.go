@@ -39,7 +39,7 @@ func TestReceiptVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[string]int{}
+	kinds, refusals := map[string]int{}, map[string]int{}
 	for _, d := range dirs {
 		t.Run(d.Name(), func(t *testing.T) {
 			dir := filepath.Join("v1", "receipts", d.Name())
@@ -72,6 +72,7 @@ func TestReceiptVectors(t *testing.T) {
 				}
 			}
 			kinds[meta.Expect]++
+			refusals[meta.Refusal]++
 			at, err := VerifyVector(trusted, envs)
 			switch meta.Expect {
 			case "accept":
@@ -107,8 +108,9 @@ func TestReceiptVectors(t *testing.T) {
 			}
 		})
 	}
-	if kinds["accept"] < 5 || kinds["refuse"] < 8 {
-		t.Fatalf("vector set shrank: %v", kinds)
+	// The forged-evidence battery: every rule an HwShunt claim rests on.
+	if kinds["accept"] < 5 || kinds["refuse"] < 20 || refusals[string(steward.RefusedEvidence)] < 10 {
+		t.Fatalf("vector set shrank: %v, refusals %v", kinds, refusals)
 	}
 }
 

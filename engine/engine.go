@@ -35,3 +35,15 @@ type Result struct {
 	// Output is the generated text (or token bytes) returned to the caller.
 	Output []byte
 }
+
+// Slotted is a Backend that serves one request at a time. The agent
+// acquires the slot before it opens the meter window, so time spent
+// queueing for the engine is never metered as the serve's energy.
+type Slotted interface {
+	Backend
+	// Acquire waits for the engine's slot and returns a context that
+	// carries it: Serve called with that context (or one derived from it)
+	// uses the held slot instead of waiting again. release frees the slot;
+	// it is idempotent.
+	Acquire(ctx context.Context) (held context.Context, release func(), err error)
+}

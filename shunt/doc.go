@@ -1,80 +1,63 @@
-// Package shunt turns a power sensor (any drivers.Sensor) into an energy
-// meter. It owns the sampling goroutine, the ring of timestamped readings,
-// and the energy windows opened around engine work: their integral, their
-// coverage, their error bound, and the provenance those facts allow.
+// Package shunt turns power sensors (any drivers.Sensor) into energy
+// meters. It owns the sampling goroutine (Meter), the record of timestamped
+// readings and the queries over it (Series), and the spans of meters a
+// backend is metered by (Span): their windows' integral, coverage, error
+// bound, and the provenance those facts allow. PROFILE.md §13 is the
+// contract; this is how it is kept.
 //
-// # Sampling
+// # Readings
 //
-// One goroutine per Meter calls Sensor.Next in a loop and appends every
-// outcome to a fixed-size ring. A valid sample becomes a reading; a read
-// error, an overflow flag or a timestamp that runs backwards becomes an
-// invalid entry, which is never turned into a zero. Failing reads are
-// retried at the update period so a dead bus cannot spin a core. A reading
-// is placed on the monotonic clock at the interval the chip averaged over,
-// [At−Averaged, At], whose middle At−Averaged/2 is the reading's time.
+// A driver states, for each reading, the interval it averages over, how
+// uncertain that placement is, whether it chains to the previous reading,
+// and how much of it the current went unobserved (drivers.Sample). The
+// record does not take the chain on trust: a reading chains only if the
+// driver says so, no invalid entry came between, it begins where the
+// previous one ended within both uncertainties, and its length is within
+// the sensor's longest period. A read error, an overflow (including a
+// value beyond full scale), a stale or stalled report, or a timestamp that
+// runs backwards (a duplicate) is an invalid entry, never a zero, and
+// breaks the chain.
 //
-// # Integration model
+// # Windows
 //
-// A reading from an averaging chip (an INA226 in continuous mode) is the
-// mean power over its averaging span, so the estimate p̂(t) is piecewise:
-//
-//   - over a reading's span, p̂ is that reading's value. When spans tile
-//     time, the energy of whole spans is exact whatever the load does inside
-//     them, including bursts faster than the sampling: the chip integrated
-//     them for us;
-//   - between two valid readings whose spans do not touch (instantaneous
-//     readings, a conversion shorter than the update period, a read error),
-//     p̂ is the straight line between them: trapezoidal integration. Its
-//     error is bounded by |Δp|·gap/2 assuming the load moves monotonically
-//     across the gap; a burst inside such a gap is not seen by any reading
-//     and is outside every bound (which is why a gap caused by invalid
-//     readings downgrades provenance);
-//   - a gap of at most a quarter span, with no invalid entry in it, is taken
-//     to be the chip's clock running slow against its nominal conversion
-//     time (the INA226 allows +10 %) and the span is stretched to close it;
-//     an overlap (a chip running fast, or timestamp jitter) is clipped. Both
-//     attribute each mean to the time that actually elapsed.
-//
-// A window edge that falls inside a reading's span is moved outwards to the
-// span's boundary. Only the span's mean is known; any split of it between
-// the two sides of the edge is a guess whose worst case (under nothing but
-// non-negative power) is the whole span's energy, which would dominate the
-// bound of every short window. Moving outwards keeps the integral exact,
-// keeps the window around the work it meters, and is reported: Report.Start
-// and Report.End, and Metering.WindowNs, describe the interval actually
-// integrated, which contains the requested one. An edge that falls between
-// spans is interpolated linearly, with a bound of |Δp| times the part taken.
+// A window the chained readings surely cover is charged whole conversions:
+// the run from the last conversion surely begun by the window's start to
+// the first surely ended by its end. Its energy is exact up to the sensor's
+// error, whatever the load did inside the conversions — the chip
+// integrated it — and the interval charged (the gross window) is reported
+// beside the serve interval. Any other window is integrated pro rata over
+// exactly the interval asked: a span cut by an edge contributes its share
+// of its mean, a gap between readings that do not chain is bridged by the
+// straight line between them, and an edge past the newest reading holds
+// it. Pro-rata figures add up exactly over adjacent intervals, which the
+// Shared span policy relies on.
 //
 // # Error bound
 //
-// Every window carries a bound in µJ that sums, over its pieces:
+// Every window carries a bound that sums, over its pieces: the sensor's
+// gain and offset error (offset evaluated at each reading's bus voltage);
+// the dead time of each conversion at full scale; each counter reading's
+// quantum; the timestamp uncertainty of every chained boundary (|Δp|·u)
+// and of the run's outer edges (|p|·u); one nanojoule of rounding per
+// piece; and, for what nobody observed (bridges, held edges, clipped
+// overlaps, the unknown split of a mean at a pro-rata edge), the worst case
+// against full scale. It holds for any load between zero and full scale,
+// which the battery (battery_test.go) checks against exact ground truth.
 //
-//   - the sensor error: with datasheet gain error G and offset O (from
-//     drivers.Accuracy, offset evaluated at each reading's bus voltage), a
-//     true power p read as m satisfies |m−p| ≤ G|p|+O ≤ (G|m|+O)/(1−G);
-//   - the interpolation error of every bridged gap and edge, as above;
-//   - for an edge left unbracketed (the window reaches past the newest
-//     reading or behind the oldest one), the held value's full magnitude
-//     over the stretch it was held;
-//   - rounding of the integer pJ prefix sums and of the µJ figure.
+// # Provenance
 //
-// # Coverage and provenance
-//
-// Provenance follows from coverage alone, never from the sensor's name:
-// wire.HwShunt only when both edges are bracketed by valid readings, no
-// invalid entry falls inside and no two consecutive readings are more than
-// two update periods apart; otherwise wire.ModelBased, with the gaps bridged
-// and the largest one recorded. A window that no valid reading touches (one
-// that lies in a stretch of read errors, before the first reading, after
-// the last, or wholly older than the ring) yields wire.ErrNoMeasurement. A
-// window that only partly predates the ring is ModelBased: the oldest
-// reading is held back to the window's start and that stretch is its gap.
+// HwShunt only when the sensor's kind can support a hardware claim, the
+// window is covered by a chain with no invalid entry, every gap is within
+// the longest period, and the bound is within the sensor's declared
+// accuracy — the same rules the steward enforces at seal time; otherwise
+// ModelBased with the reason in Report.Why. A window no valid reading
+// touches returns wire.ErrNoMeasurement.
 //
 // # Queries
 //
-// Each ring entry carries prefix sums (integer picojoules, wrapping, so a
-// long-running meter never overflows a difference) of energy and of the
-// error bound, so a window is a pair of binary searches and a handful of
-// subtractions, whatever its length; the largest gap comes from per-block
-// maxima. Windows are therefore cheap and may overlap and nest freely.
+// Each ring entry carries prefix sums (integer nanojoules, wrapping, so a
+// long-running meter never overflows a difference) of energy, bound and
+// covered time, and a count of chain breaks, so a window is a few binary
+// searches and subtractions whatever its length; the largest gap comes
+// from per-block maxima.
 package shunt

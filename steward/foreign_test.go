@@ -20,8 +20,10 @@ func fHead(major byte, n uint64) []byte {
 		return []byte{major<<5 | 24, byte(n)}
 	case n < 65536:
 		return []byte{major<<5 | 25, byte(n >> 8), byte(n)}
+	case n < 1<<32:
+		return []byte{major<<5 | 26, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
 	}
-	return []byte{major<<5 | 26, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	return []byte{major<<5 | 27, byte(n >> 56), byte(n >> 48), byte(n >> 40), byte(n >> 32), byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
 }
 
 func fText(s string) []byte { return append(fHead(3, uint64(len(s))), s...) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -49,13 +50,21 @@ type Receipt struct {
 	Nonce              string  `cbor:"nonce"`
 	Steward            string  `cbor:"steward"`
 
-	// Extensions (PROFILE.md §6): what an auditor needs to judge the
-	// energy figure, and the link to the grant ledger.
+	// Extensions (PROFILE.md §6): the evidence an auditor needs to judge
+	// the energy figure (wire.Metering, field for field), and the link to
+	// the grant ledger.
 	Meter        *string `cbor:"x_meter,omitempty"`
+	MeterKind    *string `cbor:"x_meter_kind,omitempty"`
 	WindowNs     *uint64 `cbor:"x_window_ns,omitempty"`
+	ServeNs      *uint64 `cbor:"x_serve_ns,omitempty"`
 	ErrorUJ      *uint64 `cbor:"x_error_uj,omitempty"`
 	Samples      *uint64 `cbor:"x_samples,omitempty"`
 	MaxGapNs     *uint64 `cbor:"x_max_gap_ns,omitempty"`
+	CoveredPPM   *uint64 `cbor:"x_covered_ppm,omitempty"`
+	PeriodNs     *uint64 `cbor:"x_period_ns,omitempty"`
+	AccuracyPPM  *uint64 `cbor:"x_accuracy_ppm,omitempty"`
+	Shared       *uint64 `cbor:"x_shared,omitempty"`
+	IdleUW       *uint64 `cbor:"x_idle_uw,omitempty"`
 	SealedUnixMs *uint64 `cbor:"x_sealed_unix_ms,omitempty"`
 	GrantHold    *uint64 `cbor:"x_grant_hold,omitempty"`
 	// GrantDebitUJ is what the serve debited from the grant: the charged
@@ -80,6 +89,15 @@ type Extension struct {
 
 // ErrField is wrapped by every violation of the receipt field rules.
 var ErrField = errors.New("receipt field rule violated")
+
+// RefusedEvidence: the metering evidence does not support
+// energy_provenance, or contradicts itself (PROFILE.md §6, evidence rules
+// 2–4). Like every Reason it names refusals in the conformance vectors, so
+// it is never renamed.
+const RefusedEvidence Reason = "evidence"
+
+// EstimatorMeter is x_meter on an Estimator receipt: no meter at all.
+const EstimatorMeter = "estimator"
 
 // fieldErr is a field-rule violation with its stable reason.
 func fieldErr(r Reason, format string, a ...any) error {
@@ -157,7 +175,6 @@ func (r *Receipt) CheckConforming() error {
 	if err != nil {
 		return err
 	}
-	estimator := e.Provenance() == wire.Estimator
 	// §6.1: measured_uj is present iff HwShunt. The coupling allows a
 	// ModelBased measurement in the Energy record, but the wire form keeps
 	// measured_uj for hardware readings only (PROFILE.md §5).
@@ -186,22 +203,11 @@ func (r *Receipt) CheckConforming() error {
 		return fieldErr(RefusedFieldValue, "steward must be a 32-byte Ed25519 public key in lower-case hex")
 	}
 	// meshd's metering extensions travel as a group: once a receipt uses
-	// any of them it is held to all of their rules, so a partial set cannot
-	// pass as meshd's.
-	if r.Meter != nil || r.WindowNs != nil || r.SealedUnixMs != nil || r.ErrorUJ != nil || r.Samples != nil || r.MaxGapNs != nil {
-		if r.Meter == nil || r.WindowNs == nil || r.SealedUnixMs == nil {
-			return fieldErr(RefusedMissingField, "x_meter, x_window_ns and x_sealed_unix_ms must be present together")
-		}
-		if *r.Meter == "" {
-			return fieldErr(RefusedFieldValue, "x_meter must name the meter")
-		}
-		for _, f := range [...]struct {
-			key string
-			v   *uint64
-		}{{"x_error_uj", r.ErrorUJ}, {"x_samples", r.Samples}, {"x_max_gap_ns", r.MaxGapNs}} {
-			if (f.v != nil) == estimator {
-				return fieldErr(RefusedCoupling, "%s must be present iff energy_provenance is not Estimator", f.key)
-			}
+	// any of them it is held to all of the evidence rules, so neither a
+	// partial set nor a forged one can pass as meshd's.
+	if r.hasMetering() {
+		if err := r.checkEvidence(e); err != nil {
+			return err
 		}
 	}
 	// A grant_id alone is mesh/1; meshd's ledger fields, once present, must
@@ -228,6 +234,135 @@ func (r *Receipt) CheckConforming() error {
 	return nil
 }
 
+// hasMetering reports whether any of meshd's metering extensions is
+// present.
+func (r *Receipt) hasMetering() bool {
+	return r.Meter != nil || r.MeterKind != nil || r.WindowNs != nil || r.ServeNs != nil || r.SealedUnixMs != nil ||
+		r.ErrorUJ != nil || r.Samples != nil || r.MaxGapNs != nil || r.CoveredPPM != nil || r.PeriodNs != nil ||
+		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil
+}
+
+// optUint is one optional integer extension, by key.
+type optUint struct {
+	key string
+	v   *uint64
+}
+
+// meterEvidence is what a figure from a meter must carry and an Estimator
+// figure must not (evidence rules 2 and 3).
+func (r *Receipt) meterEvidence() [7]optUint {
+	return [...]optUint{
+		{"x_error_uj", r.ErrorUJ}, {"x_samples", r.Samples}, {"x_max_gap_ns", r.MaxGapNs},
+		{"x_covered_ppm", r.CoveredPPM}, {"x_period_ns", r.PeriodNs}, {"x_accuracy_ppm", r.AccuracyPPM},
+		{"x_shared", r.Shared},
+	}
+}
+
+// checkEvidence enforces the evidence rules of PROFILE.md §6 on a receipt
+// that carries the metering group: the provenance must follow from what
+// the receipt says the hardware observed, so that a receipt never claims a
+// measurement the hardware did not make. Absent members are missing-field,
+// values outside a field's domain field-value, fields present against the
+// provenance coupling, and evidence that does not support the provenance
+// (or contradicts itself) evidence.
+func (r *Receipt) checkEvidence(e wire.Energy) error {
+	for _, f := range [...]struct {
+		key     string
+		present bool
+	}{
+		{"x_meter", r.Meter != nil}, {"x_meter_kind", r.MeterKind != nil}, {"x_window_ns", r.WindowNs != nil},
+		{"x_serve_ns", r.ServeNs != nil}, {"x_sealed_unix_ms", r.SealedUnixMs != nil},
+	} {
+		if !f.present {
+			return fieldErr(RefusedMissingField, "evidence rule 1: %s is missing; x_meter, x_meter_kind, x_window_ns, x_serve_ns and x_sealed_unix_ms travel together", f.key)
+		}
+	}
+	meter, kind := *r.Meter, *r.MeterKind
+	if meter == "" {
+		return fieldErr(RefusedFieldValue, "evidence rule 1: x_meter must name the meter")
+	}
+	if !wire.MeterKindValid(kind) {
+		return fieldErr(RefusedFieldValue, "evidence rule 1: x_meter_kind %q is not one of %s, %s, %s, %s, %s",
+			kind, wire.KindADC, wire.KindCounter, wire.KindPoint, wire.KindModel, wire.KindEstimator)
+	}
+	p := e.Provenance()
+	estimator := p == wire.Estimator
+	for _, f := range r.meterEvidence() {
+		if estimator && f.v != nil {
+			return fieldErr(RefusedCoupling, "evidence rule 2: Estimator names no meter and carries no samples, but %s is present", f.key)
+		}
+		if !estimator && f.v == nil {
+			return fieldErr(RefusedCoupling, "evidence rule 3: a %v figure comes from a meter and must carry %s", p, f.key)
+		}
+	}
+	if estimator && r.IdleUW != nil {
+		return fieldErr(RefusedCoupling, "evidence rule 2: Estimator names no meter and carries no samples, but x_idle_uw is present")
+	}
+	if (kind == wire.KindEstimator) != estimator || (meter == EstimatorMeter) != estimator {
+		return evidenceErr(2, "Estimator names no meter and carries no samples, and only Estimator uses the estimator: energy_provenance %v, x_meter_kind %q, x_meter %q", p, kind, meter)
+	}
+	if estimator {
+		return nil
+	}
+	samples, window, serve := *r.Samples, *r.WindowNs, *r.ServeNs
+	covered, period, gap := *r.CoveredPPM, *r.PeriodNs, *r.MaxGapNs
+	switch {
+	case samples == 0:
+		return evidenceErr(3, "a %v figure needs at least one reading, x_samples is 0", p)
+	case covered > wire.FullPPM:
+		return evidenceErr(3, "x_covered_ppm %d exceeds %d (the whole window)", covered, wire.FullPPM)
+	case period == 0:
+		return evidenceErr(3, "x_period_ns is 0: a meter converts over a positive period")
+	case window == 0:
+		return evidenceErr(3, "x_window_ns is 0: a %v figure integrates over a positive window", p)
+	case serve > window:
+		return evidenceErr(3, "x_serve_ns %d exceeds x_window_ns %d: the gross window contains the serve", serve, window)
+	}
+	if p != wire.HwShunt {
+		return nil
+	}
+	acc, shared, errUJ := *r.AccuracyPPM, *r.Shared, *r.ErrorUJ
+	measured, _ := e.MeasuredUJ()
+	switch {
+	case !wire.HardwareKind(kind):
+		return evidenceErr(4, "HwShunt needs a meter of kind %s or %s, x_meter_kind is %q", wire.KindADC, wire.KindCounter, kind)
+	case covered != wire.FullPPM:
+		return evidenceErr(4, "HwShunt needs full coverage, x_covered_ppm is %d of %d", covered, wire.FullPPM)
+	case gap > period:
+		return evidenceErr(4, "HwShunt needs every gap within one conversion period, x_max_gap_ns %d exceeds x_period_ns %d", gap, period)
+	case acc > wire.MaxHwAccuracyPPM:
+		return evidenceErr(4, "x_accuracy_ppm %d exceeds the HwShunt ceiling of %d", acc, wire.MaxHwAccuracyPPM)
+	case shared > 1:
+		return evidenceErr(4, "an apportioned figure is never HwShunt, x_shared is %d", shared)
+	}
+	if limit, fits := accuracyBoundUJ(measured, acc); fits && errUJ > limit {
+		return evidenceErr(4, "x_error_uj %d exceeds the meter's declared accuracy: %d ppm of measured_uj %d allows at most %d µJ", errUJ, acc, measured, limit)
+	}
+	return nil
+}
+
+// evidenceErr is a violation of evidence rule n.
+func evidenceErr(n int, format string, a ...any) error {
+	return fieldErr(RefusedEvidence, "evidence rule %d: %s", n, fmt.Sprintf(format, a...))
+}
+
+// accuracyBoundUJ is the largest error bound a meter declaring accPPM can
+// state for a measured figure: ⌈measured × accPPM / 10⁶⌉, so that
+// x_error_uj × 10⁶ ≤ measured × accPPM + 999 999 holds exactly when
+// x_error_uj ≤ the result. The product is taken in 128 bits because both
+// factors are attacker-chosen; fits is false when the bound exceeds 2⁶⁴−1,
+// which then no x_error_uj can break.
+func accuracyBoundUJ(measured, accPPM uint64) (bound uint64, fits bool) {
+	hi, lo := bits.Mul64(measured, accPPM)
+	lo, carry := bits.Add64(lo, wire.FullPPM-1, 0)
+	hi += carry // cannot wrap: hi ≤ 2⁶⁴−2 for any product of two uint64
+	if hi >= wire.FullPPM {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, wire.FullPPM)
+	return q, true
+}
+
 // coreField describes one key meshd knows. The table is in the bytewise
 // order of the encoded keys, which for text keys is shorter first, then
 // bytewise: the order both the encoder and the decoder walk.
@@ -251,21 +386,28 @@ const (
 	fXMeter
 	fGrantID
 	fSequence
+	fXShared
 	fTokensIn
+	fXIdleUW
 	fXSamples
 	fRequestID
 	fTokensOut
 	fXErrorUJ
+	fXServeNs
 	fMeasuredUJ
+	fXPeriodNs
 	fXWindowNs
 	fEstimatedUJ
 	fFidelityMet
 	fMeshReceipt
 	fXGrantHold
 	fXMaxGapNs
+	fXMeterKind
 	fSpecAccepted
 	fSpecProposed
+	fXCoveredPPM
 	fFidelityFloor
+	fXAccuracyPPM
 	fTokensAccepted
 	fCacheHitTokens
 	fXGrantDebitUJ
@@ -285,21 +427,28 @@ var coreFields = [numFields]coreField{
 	{"x_meter", fXMeter, true, 0, false},
 	{"grant_id", fGrantID, true, 0, false},
 	{"sequence", fSequence, false, math.MaxUint64, true},
+	{"x_shared", fXShared, false, math.MaxUint64, false},
 	{"tokens_in", fTokensIn, false, math.MaxUint32, true},
+	{"x_idle_uw", fXIdleUW, false, math.MaxUint64, false},
 	{"x_samples", fXSamples, false, math.MaxUint64, false},
 	{"request_id", fRequestID, true, 0, true},
 	{"tokens_out", fTokensOut, false, math.MaxUint32, true},
 	{"x_error_uj", fXErrorUJ, false, math.MaxUint64, false},
+	{"x_serve_ns", fXServeNs, false, math.MaxUint64, false},
 	{"measured_uj", fMeasuredUJ, false, math.MaxUint64, false},
+	{"x_period_ns", fXPeriodNs, false, math.MaxUint64, false},
 	{"x_window_ns", fXWindowNs, false, math.MaxUint64, false},
 	{"estimated_uj", fEstimatedUJ, false, math.MaxUint64, true},
 	{"fidelity_met", fFidelityMet, false, math.MaxUint8, true},
 	{"mesh_receipt", fMeshReceipt, true, 0, true},
 	{"x_grant_hold", fXGrantHold, false, math.MaxUint64, false},
 	{"x_max_gap_ns", fXMaxGapNs, false, math.MaxUint64, false},
+	{"x_meter_kind", fXMeterKind, true, 0, false},
 	{"spec_accepted", fSpecAccepted, false, math.MaxUint32, true},
 	{"spec_proposed", fSpecProposed, false, math.MaxUint32, true},
+	{"x_covered_ppm", fXCoveredPPM, false, math.MaxUint64, false},
 	{"fidelity_floor", fFidelityFloor, false, math.MaxUint8, true},
+	{"x_accuracy_ppm", fXAccuracyPPM, false, math.MaxUint64, false},
 	{"tokens_accepted", fTokensAccepted, false, math.MaxUint32, true},
 	{"cache_hit_tokens", fCacheHitTokens, false, math.MaxUint32, true},
 	{"x_grant_debit_uj", fXGrantDebitUJ, false, math.MaxUint64, false},
@@ -348,6 +497,10 @@ func (r *Receipt) text(id fieldID) (string, bool) {
 		if r.Meter != nil {
 			return *r.Meter, true
 		}
+	case fXMeterKind:
+		if r.MeterKind != nil {
+			return *r.MeterKind, true
+		}
 	case fGrantID:
 		if r.GrantID != nil {
 			return *r.GrantID, true
@@ -375,8 +528,20 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return r.Sequence, true
 	case fTokensIn:
 		return uint64(r.TokensIn), true
+	case fXShared:
+		return opt(r.Shared)
+	case fXIdleUW:
+		return opt(r.IdleUW)
 	case fXSamples:
 		return opt(r.Samples)
+	case fXServeNs:
+		return opt(r.ServeNs)
+	case fXPeriodNs:
+		return opt(r.PeriodNs)
+	case fXCoveredPPM:
+		return opt(r.CoveredPPM)
+	case fXAccuracyPPM:
+		return opt(r.AccuracyPPM)
 	case fTokensOut:
 		return uint64(r.TokensOut), true
 	case fXErrorUJ:
@@ -441,6 +606,9 @@ func (d *decoded) setText(id fieldID, s string) {
 	case fXMeter:
 		d.text[id] = s
 		r.Meter = &d.text[id]
+	case fXMeterKind:
+		d.text[id] = s
+		r.MeterKind = &d.text[id]
 	case fGrantID:
 		d.text[id] = s
 		r.GrantID = &d.text[id]
@@ -462,8 +630,20 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.Sequence = v
 	case fTokensIn:
 		r.TokensIn = uint32(v)
+	case fXShared:
+		r.Shared = opt()
+	case fXIdleUW:
+		r.IdleUW = opt()
 	case fXSamples:
 		r.Samples = opt()
+	case fXServeNs:
+		r.ServeNs = opt()
+	case fXPeriodNs:
+		r.PeriodNs = opt()
+	case fXCoveredPPM:
+		r.CoveredPPM = opt()
+	case fXAccuracyPPM:
+		r.AccuracyPPM = opt()
 	case fTokensOut:
 		r.TokensOut = uint32(v)
 	case fXErrorUJ:
@@ -574,7 +754,7 @@ func appendForeign(b []byte, x Extension) ([]byte, error) {
 	return append(wire.AppendText(b, x.Key), x.Value...), nil
 }
 
-// maxCoreFields bounds the map size a core may declare, far above the 30
+// maxCoreFields bounds the map size a core may declare, far above the 37
 // keys meshd knows, so that a hostile count is refused before any loop.
 const maxCoreFields = 256
 

@@ -65,25 +65,37 @@ func New(key *Key, log *Log, opt Options) *Steward {
 func (s *Steward) Public() ed25519.PublicKey { return s.key.Public() }
 
 // Build makes the receipt for d at the given chain position, without
-// sealing it. The Energy coupling and every field rule are checked here, so
-// a receipt that breaks them never reaches a signature.
+// sealing it. The Energy coupling, every field rule and the evidence rules
+// are checked here (Receipt.Check), so a receipt whose provenance does not
+// follow from its metering evidence never reaches a signature.
 func (s *Steward) Build(d Draft, seq uint64, prev *wire.ContentID, nonce []byte, now time.Time) (*Receipt, error) {
-	if err := d.Energy.Validate(); err != nil {
+	r, err := s.assemble(d, seq, prev, nonce, now)
+	if err != nil {
 		return nil, fmt.Errorf("seal: %w", err)
+	}
+	if err := r.Check(); err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	return r, nil
+}
+
+// assemble maps d onto the receipt's fields, refusing only what the
+// receipt cannot represent; the rules are Check's, so that sealing and
+// verifying judge by the very same code.
+func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []byte, now time.Time) (*Receipt, error) {
+	if err := d.Energy.Validate(); err != nil {
+		return nil, refuse(RefusedCoupling, err)
 	}
 	if err := d.Outcome.Validate(); err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
+		return nil, err
 	}
 	if d.Request.IsZero() {
-		return nil, fmt.Errorf("seal: %w: request_id is missing", ErrField)
+		return nil, fmt.Errorf("%w: request_id is missing", ErrField)
 	}
 	if len(nonce) != NonceSize {
-		return nil, fmt.Errorf("seal: nonce must be %d bytes", NonceSize)
+		return nil, fmt.Errorf("nonce must be %d bytes", NonceSize)
 	}
-	meter := d.Metering.Meter
-	if meter == "" {
-		return nil, fmt.Errorf("seal: %w: metering does not name its meter", ErrField)
-	}
+	m := d.Metering
 	r := &Receipt{
 		MeshReceipt:      Profile,
 		RequestID:        d.Request.String(),
@@ -102,8 +114,10 @@ func (s *Steward) Build(d Draft, seq uint64, prev *wire.ContentID, nonce []byte,
 		Sequence:         seq,
 		Nonce:            hex.EncodeToString(nonce),
 		Steward:          s.key.ID(),
-		Meter:            &meter,
-		WindowNs:         u64p(d.Metering.WindowNs),
+		Meter:            &m.Meter,
+		MeterKind:        &m.Kind,
+		WindowNs:         u64p(m.WindowNs),
+		ServeNs:          u64p(m.ServeNs),
 		SealedUnixMs:     u64p(uint64(now.UnixMilli())),
 		GrantHold:        d.GrantHold,
 		GrantDebitUJ:     d.GrantDebit,
@@ -115,28 +129,30 @@ func (s *Steward) Build(d Draft, seq uint64, prev *wire.ContentID, nonce []byte,
 		g := d.Grant.String()
 		r.GrantID = &g
 	}
-	if m, ok := d.Energy.MeasuredUJ(); ok {
+	if v, ok := d.Energy.MeasuredUJ(); ok {
 		if d.Energy.Provenance() != wire.HwShunt {
 			// The record allows it, but §6.1 puts measured_uj on the wire iff
 			// HwShunt; dropping it silently would change the charged figure.
-			return nil, fmt.Errorf("seal: %w: a %v energy with measured_uj cannot be sealed; carry the figure as estimated_uj", ErrField, d.Energy.Provenance())
+			return nil, fmt.Errorf("%w: a %v energy with measured_uj cannot be sealed; carry the figure as estimated_uj", ErrField, d.Energy.Provenance())
 		}
-		r.MeasuredUJ = &m
+		r.MeasuredUJ = &v
 	}
 	if d.Outcome.TokensAccepted > 0 {
 		per := d.Energy.UJ() / uint64(d.Outcome.TokensAccepted)
 		r.UJPerAcceptedToken = &per
 	}
+	// An Estimator figure has no meter behind it, so whatever readings the
+	// draft carries are not evidence for it (evidence rule 2).
 	if d.Energy.Provenance() != wire.Estimator {
-		errUJ, samples, gap := d.Metering.ErrorUJ, d.Metering.Samples, d.Metering.MaxGapNs
-		r.ErrorUJ, r.Samples, r.MaxGapNs = &errUJ, &samples, &gap
+		r.ErrorUJ, r.Samples, r.MaxGapNs = u64p(m.ErrorUJ), u64p(m.Samples), u64p(m.MaxGapNs)
+		r.CoveredPPM, r.PeriodNs, r.AccuracyPPM, r.Shared = u64p(m.CoveredPPM), u64p(m.PeriodNs), u64p(m.AccuracyPPM), u64p(m.Shared)
+		if m.IdleUW != nil {
+			r.IdleUW = u64p(*m.IdleUW)
+		}
 	}
 	if prev != nil {
 		p := prev.String()
 		r.Prev = &p
-	}
-	if err := r.Check(); err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
 	}
 	return r, nil
 }

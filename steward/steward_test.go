@@ -33,7 +33,7 @@ func draft(i int) Draft {
 		Floor:    wire.F1,
 		Served:   wire.F2,
 		Energy:   wire.Estimated(uint64(4500 + i)),
-		Metering: wire.Metering{Meter: "estimator", WindowNs: 1000},
+		Metering: wire.Metering{Meter: EstimatorMeter, Kind: wire.KindEstimator, WindowNs: 1000, ServeNs: 1000},
 	}
 }
 
@@ -123,7 +123,8 @@ func TestReceiptFieldRules(t *testing.T) {
 	// HwShunt: measured_uj present, charged figure is the measurement.
 	d = draft(1)
 	d.Energy = wire.Measured(9999, 4500)
-	d.Metering = wire.Metering{Meter: "ina226@i2c-1:0x40", WindowNs: 5e6, ErrorUJ: 12, Samples: 20, MaxGapNs: 300000}
+	d.Metering = hwMetering()
+	d.Metering.ErrorUJ = 12
 	r, err = st.Build(d, 0, nil, nonce, testClock())
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func BenchmarkOpenEnvelopeVsVerify(b *testing.B) {
 		d := draft(i)
 		if i%2 == 1 { // half metered, as a real log mixes them
 			d.Energy = wire.Measured(uint64(5000+i), 4500)
-			d.Metering = wire.Metering{Meter: "ina226@i2c-1:0x40", WindowNs: 5e6, ErrorUJ: 12, Samples: 20, MaxGapNs: 300000}
+			d.Metering = hwMetering()
 		}
 		r, err := st.Build(d, uint64(i), prev, make([]byte, NonceSize), testClock())
 		if err != nil {

@@ -1,19 +1,77 @@
 package wire
 
-// Metering records which meter produced an energy figure and over what
-// window, so that an auditor can judge the figure from the receipt alone.
-// It is sealed as extension fields (see PROFILE.md).
+// Meter kinds as sealed in x_meter_kind. A kind states what a meter's
+// readings can prove; only the first two can ever support HwShunt.
+const (
+	KindADC       = "adc"       // chained hardware-averaged conversions
+	KindCounter   = "counter"   // a hardware energy counter with a datasheet accuracy
+	KindPoint     = "point"     // instantaneous or unsynchronised readings
+	KindModel     = "model"     // a vendor's modelled energy (RAPL, NVML)
+	KindEstimator = "estimator" // no meter: the backend's per-token model
+)
+
+// HardwareKind reports whether a meter of kind k can support HwShunt.
+func HardwareKind(k string) bool { return k == KindADC || k == KindCounter }
+
+// MeterKindValid reports whether k is one of the kinds above.
+func MeterKindValid(k string) bool {
+	switch k {
+	case KindADC, KindCounter, KindPoint, KindModel, KindEstimator:
+		return true
+	}
+	return false
+}
+
+// FullPPM is complete coverage in x_covered_ppm.
+const FullPPM = 1_000_000
+
+// MaxHwAccuracyPPM is the loosest accuracy a meter may declare and still
+// claim HwShunt: 10 % of the window's energy.
+const MaxHwAccuracyPPM = 100_000
+
+// Metering is the evidence behind an energy figure, so that an auditor —
+// and the steward, at seal time — can judge the figure from the receipt
+// alone. It is sealed as extension fields (PROFILE.md §6, §13).
 type Metering struct {
-	// Meter names the meter, e.g. "ina226@i2c-1:0x40", "hwmon:ina3221:VDD_IN"
-	// or "estimator" when no hardware was involved.
+	// Meter names the meter, e.g. "ina226@i2c-1:0x40",
+	// "span(ina226@i2c-1:0x40+rapl:package-0)", or "estimator".
 	Meter string
-	// WindowNs is the length of the metered window in nanoseconds.
+	// Kind is the meter's kind (Kind* above); a span carries its weakest
+	// member's kind.
+	Kind string
+	// WindowNs is the gross interval integrated: it contains the serve
+	// interval, stretched out to whole conversions and by the readings'
+	// timestamp uncertainty. For an estimator it is the serve interval.
 	WindowNs uint64
-	// ErrorUJ is the meter's error bound for the window in µJ; 0 when the
-	// meter states none (an Estimator figure is a bound, not a measurement).
+	// ServeNs is the serve interval itself, from just before the engine
+	// was called to just after it returned.
+	ServeNs uint64
+	// ErrorUJ is the bound, in µJ, on |charged figure − true energy over
+	// the gross window|.
 	ErrorUJ uint64
-	// Samples is how many readings fell inside the window.
+	// Samples is how many valid readings the integral used.
 	Samples uint64
-	// MaxGapNs is the largest gap between consecutive readings in the window.
+	// MaxGapNs is the largest distance between the ends of consecutive
+	// readings used, or from a window edge to its nearest reading where
+	// the edge is not inside one.
 	MaxGapNs uint64
+	// CoveredPPM is the fraction of the gross window, in parts per
+	// million, that lay inside readings which chain one to the next: the
+	// time the hardware is proven to have observed.
+	CoveredPPM uint64
+	// PeriodNs is the meter's longest conversion period (its nominal period
+	// stretched by the chip's clock tolerance); for a span, the largest of
+	// its members'.
+	PeriodNs uint64
+	// AccuracyPPM is the accuracy the meter declares for a hardware claim;
+	// for a span, the loosest of its members'.
+	AccuracyPPM uint64
+	// Shared is the largest number of serves that were metered on the same
+	// span at once during the window; above 1 the figure is apportioned
+	// and can only be ModelBased. 0 and 1 both mean the serve was alone.
+	Shared uint64
+	// IdleUW is the span's idle power measured in quiet periods before the
+	// window (µW), when one was measured; net energy is the figure minus
+	// IdleUW × WindowNs.
+	IdleUW *uint64
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"meshd/cmd/internal/cli"
 	"meshd/steward"
@@ -44,7 +45,7 @@ func TestKeygenAndVerify(t *testing.T) {
 		s, err := st.Seal(context.Background(), steward.Draft{
 			Request: wire.ContentOf([]byte{byte(i)}), Backend: "b", Recipe: "r", Route: "why",
 			Outcome: wire.ServeOutcome{TokensOut: 2, TokensAccepted: 2}, Energy: wire.Estimated(10),
-			Metering: wire.Metering{Meter: "estimator"},
+			Metering: estimatorMetering,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +103,7 @@ func TestVerifyExitStatusAndPins(t *testing.T) {
 		s, err := st.Seal(ctx, steward.Draft{
 			Request: wire.ContentOf([]byte{byte(i)}), Backend: "b", Recipe: "r", Route: "why",
 			Outcome: wire.ServeOutcome{TokensOut: 2, TokensAccepted: 2}, Energy: wire.Estimated(10),
-			Metering: wire.Metering{Meter: "estimator"},
+			Metering: estimatorMetering,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -159,5 +160,102 @@ func TestVerifyExitStatusAndPins(t *testing.T) {
 	}
 	if got := status("verify", "-envelope", "/dev/zero"); got != 1 {
 		t.Fatalf("/dev/zero as an envelope: status %d", got)
+	}
+}
+
+// estimatorMetering is the evidence of a figure with no meter behind it.
+var estimatorMetering = wire.Metering{Meter: steward.EstimatorMeter, Kind: wire.KindEstimator, WindowNs: 2_000_000, ServeNs: 2_000_000}
+
+// hwDraft is a serve measured by an ADC whose evidence supports HwShunt:
+// full coverage, gaps within a period, a bound within 0.5 % of 5000 µJ.
+func hwDraft(i byte) steward.Draft {
+	return steward.Draft{
+		Request: wire.ContentOf([]byte{'h', i}), Backend: "b", Recipe: "r", Route: "why",
+		Outcome: wire.ServeOutcome{TokensOut: 2, TokensAccepted: 2}, Energy: wire.Measured(5000, 4500),
+		Metering: wire.Metering{Meter: "ina226@i2c-1:0x40", Kind: wire.KindADC, WindowNs: 10_000_000, ServeNs: 9_500_000,
+			ErrorUJ: 25, Samples: 9, MaxGapNs: 1_100_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 5_000, Shared: 1},
+	}
+}
+
+// A receipt whose HwShunt claim its own evidence does not support is
+// refused by meshctl verify, as a log record and as a lone envelope, even
+// though the steward's key signed it; the same receipt with honest
+// evidence verifies.
+func TestVerifyRefusesForgedEvidence(t *testing.T) {
+	ctx := context.Background()
+	k, err := steward.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{5}, 64)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u64 := func(v uint64) *uint64 { return &v }
+	cases := []struct {
+		name string
+		mut  func(*steward.Receipt)
+	}{
+		{"honest", nil},
+		{"estimator as meter, 0 samples, 0 ns window", func(r *steward.Receipt) {
+			m := steward.EstimatorMeter
+			r.Meter, r.Samples, r.WindowNs, r.ServeNs = &m, u64(0), u64(0), u64(0)
+		}},
+		{"1 sample and a 10 s gap", func(r *steward.Receipt) { r.Samples, r.MaxGapNs = u64(1), u64(10_000_000_000) }},
+		{"1e9 µJ bound", func(r *steward.Receipt) { r.ErrorUJ = u64(1_000_000_000) }},
+		{"apportioned", func(r *steward.Receipt) { r.Shared = u64(2) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			logPath := filepath.Join(dir, "receipts")
+			l, _, err := steward.OpenLog(ctx, logPath, steward.LogOptions{Key: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := steward.New(k, l, steward.Options{})
+			if _, err := st.Seal(ctx, hwDraft(0)); err != nil {
+				t.Fatal(err)
+			}
+			// Signed with the steward's key but appended past Seal, which
+			// would refuse it.
+			var env []byte
+			_, _, err = l.Append(ctx, func(seq uint64, prev *wire.ContentID) ([]byte, error) {
+				r, err := steward.New(k, nil, steward.Options{}).Build(hwDraft(1), seq, prev, make([]byte, steward.NonceSize), time.UnixMilli(1_767_225_600_000))
+				if err != nil {
+					return nil, err
+				}
+				if c.mut != nil {
+					c.mut(r)
+				}
+				core, err := r.EncodeCore()
+				if err != nil {
+					return nil, err
+				}
+				env, err = steward.Sign1(k, core)
+				return env, err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			envPath := filepath.Join(dir, "one.env")
+			if err := os.WriteFile(envPath, env, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			logErr := run(ctx, []string{"verify", "-steward", k.ID(), logPath}, &out, &errb)
+			envErr := run(ctx, []string{"verify", "-envelope", "-steward", k.ID(), envPath}, &out, &errb)
+			if c.mut == nil {
+				if logErr != nil || envErr != nil {
+					t.Fatalf("honest evidence refused: log %v, envelope %v", logErr, envErr)
+				}
+				return
+			}
+			var ee *cli.ExitError
+			if !errors.As(logErr, &ee) || ee.Code != exitDamaged || !strings.Contains(logErr.Error(), "sequence 1") ||
+				steward.ReasonOf(logErr) != steward.RefusedEvidence {
+				t.Fatalf("forged log record: %v", logErr)
+			}
+			if steward.ReasonOf(envErr) != steward.RefusedEvidence {
+				t.Fatalf("forged envelope: %v", envErr)
+			}
+		})
 	}
 }

@@ -22,9 +22,11 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// cmdProbe lists the power sensors it finds and one reading from each. It
-// never reconfigures a chip. Finding nothing is not an error; a serial
-// meter named by a flag that cannot be read is.
+// cmdProbe lists the power sensors it finds, one reading from each and the
+// kind of reading each gives when metered: "adc" and "counter" sensors can
+// support a hardware claim, "point" ones (hwmon power attributes, serial
+// meters) never can. It never reconfigures a chip. Finding nothing is not
+// an error; a serial meter named by a flag that cannot be read is.
 func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(stderr)

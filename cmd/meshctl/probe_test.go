@@ -12,16 +12,21 @@ import (
 func TestProbeCommandHwmon(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "hwmon4")
-	os.MkdirAll(dir, 0o755)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, v := range map[string]string{"name": "ina226", "in1_input": "12000", "curr1_input": "-500", "power1_input": "6000000"} {
-		os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var out, errb bytes.Buffer
 	if err := cmdProbe(context.Background(), []string{"-hwmon", root, "-no-i2c"}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
-	for _, want := range []string{"ina226", "hwmon4", "bus 12.000 V", "current -0.5000 A", "power -6.0000 W"} {
+	// An hwmon power attribute is a point reading: the listing must say so.
+	for _, want := range []string{"ina226", "hwmon4", " point ", "bus 12.000 V", "current -0.5000 A", "power -6.0000 W"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}

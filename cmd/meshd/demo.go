@@ -13,6 +13,7 @@ import (
 
 	"meshd/agent"
 	"meshd/engine"
+	"meshd/shunt"
 	"meshd/steward"
 	"meshd/wire"
 )
@@ -37,6 +38,8 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 	meterSpec := fs.String("meter", "", "meter the engines with a power sensor (see `meshd demo -h`); default none: Estimator figures")
 	hwmonRoot := fs.String("hwmon-root", "", "sysfs hwmon root for hwmon: meters (default /sys/class/hwmon)")
 	noGGUF := fs.Bool("no-gguf", false, "serve with the reference engines only (skip the GGUF engine subprocess)")
+	shared := fs.Bool("shared-meter", false, "let serves overlap on the meter's span, each charged its apportioned share (ModelBased); default: one metered serve at a time")
+	requireMeter := fs.Bool("require-meter", false, "refuse serves while the meter is not measuring, rather than seal Estimator receipts")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: meshd demo [flags]")
 		fs.PrintDefaults()
@@ -75,12 +78,16 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 
 	var meter agent.Meter
 	if *meterSpec != "" {
-		m, err := openMeter(ctx, *meterSpec, *hwmonRoot, hooks)
+		policy := shunt.Exclusive
+		if *shared {
+			policy = shunt.Shared
+		}
+		sp, closeMeters, err := openSpan(ctx, *meterSpec, *hwmonRoot, policy, hooks)
 		if err != nil {
 			return err
 		}
-		defer m.Close()
-		meter = hooks.wrapMeter(agent.FromShunt(m))
+		defer closeMeters()
+		meter = hooks.wrapMeter(agent.FromSpan(sp))
 	}
 	var backends []engine.Backend
 	for _, c := range []engine.ReferenceConfig{
@@ -106,7 +113,7 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 			backends = append(backends[:1], append([]engine.Backend{g}, backends[1:]...)...)
 		}
 	}
-	ag, err := agent.New(agent.Config{Backends: backends, Steward: st, Meter: meter})
+	ag, err := agent.New(agent.Config{Backends: backends, Steward: st, Meter: meter, RequireMeter: *requireMeter, Logger: hooks.logger})
 	if err != nil {
 		return err
 	}
@@ -127,7 +134,7 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 		{"a frontier answer on a shoestring", 64, wire.F4, 5_000},
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tfloor\tceiling µJ\tbackend\ttokens in/out/acc\tµJ/accepted token\tprovenance\twindow ms\t± µJ\troute")
+	fmt.Fprintln(tw, "#\tfloor\tceiling µJ\tbackend\ttokens in/out/acc\tµJ/accepted token\tprovenance\tserve/window ms\t± µJ\troute")
 	served, refused := 0, 0
 	for i, r := range reqs {
 		req := wire.ServeRequest{
@@ -156,8 +163,12 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 		if rc.ErrorUJ != nil {
 			bound = fmt.Sprint(*rc.ErrorUJ)
 		}
-		fmt.Fprintf(tw, "%d\t%v\t%d\t%s\t%d/%d/%d\t%s\t%s\t%.2f\t%s\t%s\n", i, r.floor, r.ceiling, rc.Backend,
-			rc.TokensIn, rc.TokensOut, rc.TokensAccepted, per, rc.EnergyProvenance, float64(*rc.WindowNs)/1e6, bound, rc.Route)
+		serve := float64(*rc.WindowNs)
+		if rc.ServeNs != nil {
+			serve = float64(*rc.ServeNs)
+		}
+		fmt.Fprintf(tw, "%d\t%v\t%d\t%s\t%d/%d/%d\t%s\t%s\t%.2f/%.2f\t%s\t%s\n", i, r.floor, r.ceiling, rc.Backend,
+			rc.TokensIn, rc.TokensOut, rc.TokensAccepted, per, rc.EnergyProvenance, serve/1e6, float64(*rc.WindowNs)/1e6, bound, rc.Route)
 	}
 	tw.Flush()
 	if err := log.Close(); err != nil {

@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"meshd/agent"
 	"meshd/drivers"
+	"meshd/drivers/drivertest"
 	"meshd/shunt/shunttest"
 	"meshd/steward"
 	"meshd/wire"
@@ -44,21 +44,14 @@ func TestDemoRunsEndToEnd(t *testing.T) {
 	}
 }
 
-// steppedSensor stamps its inner sensor's readings on a simulated clock,
-// one update period apart, and delivers them only when released: the first
-// credit ones freely (so the demo's readiness check passes), the rest by
-// advance. On a loaded machine wall-clock stamps leave gaps that would make
-// each receipt's provenance a matter of scheduling.
+// steppedSensor delivers its inner sensor's readings only when released:
+// the first credit ones freely (so the demo's readiness check passes), the
+// rest by advance. The inner sensor runs on a simulated clock, so each
+// receipt's figures are the same on any machine under any load.
 type steppedSensor struct {
 	drivers.Sensor
-	base   time.Time
-	n      atomic.Int64 // readings delivered
-	credit int          // touched only by the sampler's goroutine
-	step   chan bool    // true releases a reading; false is only a barrier
-}
-
-func (s *steppedSensor) now() time.Time {
-	return s.base.Add(time.Duration(s.n.Load()) * s.UpdatePeriod())
+	credit int       // touched only by the sampler's goroutine
+	step   chan bool // true releases a reading; false is only a barrier
 }
 
 func (s *steppedSensor) Next(ctx context.Context) (drivers.Sample, error) {
@@ -73,26 +66,42 @@ func (s *steppedSensor) Next(ctx context.Context) (drivers.Sample, error) {
 		}
 	}
 	s.credit--
-	smp, err := s.Sensor.Next(ctx)
-	if err != nil {
-		return smp, err
+	return s.Sensor.Next(ctx)
+}
+
+// counterClock is a simulated clock in auto mode that, each time a sleep
+// ends, sets a kernel energy counter file to what a constant load has drawn
+// by then: the driver reads the file right after its pacing sleep, so it
+// sees the counter of the instant it reads.
+type counterClock struct {
+	*drivertest.Clock
+	t      *testing.T
+	file   string
+	origin time.Time
+	watts  float64
+}
+
+func (c counterClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := c.Clock.Sleep(ctx, d); err != nil {
+		return err
 	}
-	smp.At = s.base.Add(time.Duration(s.n.Add(1)) * s.UpdatePeriod())
-	smp.Averaged = s.UpdatePeriod()
-	return smp, nil
+	c.set()
+	return nil
 }
 
-// advance releases n readings and returns once the sampler has recorded
-// them all: it asks for the next reading only after recording the last.
-func (s *steppedSensor) advance(t *testing.T, n int) {
-	t.Helper()
-	shunttest.Release(t, s.step, n)
+func (c counterClock) set() {
+	uj := int64(c.watts * 1e6 * c.Now().Sub(c.origin).Seconds())
+	if err := os.WriteFile(c.file, []byte(fmt.Sprintf("%d\n", uj)), 0o644); err != nil {
+		c.t.Error(err)
+	}
 }
 
-// closeHook runs before each window closes, once the engine's work is done.
+// closeHook lets readings through around each window: span of them while
+// the engine works, then as many as the window's Close waits for.
 type closeHook struct {
 	agent.Meter
-	beforeClose func()
+	during func()
+	step   chan bool
 }
 
 func (h closeHook) Open(ctx context.Context) (agent.Window, error) {
@@ -100,24 +109,40 @@ func (h closeHook) Open(ctx context.Context) (agent.Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	return hookedWindow{w, h.beforeClose}, nil
+	return hookedWindow{w, h}, nil
 }
 
 type hookedWindow struct {
 	agent.Window
-	beforeClose func()
+	h closeHook
 }
 
 func (w hookedWindow) Close(ctx context.Context) (wire.Reading, error) {
-	w.beforeClose()
-	return w.Window.Close(ctx)
+	w.h.during()
+	type result struct {
+		r   wire.Reading
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := w.Window.Close(ctx)
+		done <- result{r, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			return r.r, r.err
+		case w.h.step <- true:
+		}
+	}
 }
 
-// TestDemoWithHwmonMeter meters the demo with a kernel rail faked at the
-// sysfs level, read by the real hwmon driver; the test releases the rail's
-// readings on a simulated clock, span of them over each engine call. Every
-// receipt must then be a HwShunt measurement by that meter, covering
-// exactly those readings, and charge the rail's 18 W.
+// TestDemoWithHwmonMeter meters the demo with a kernel energy-counter rail
+// (an INA228 under the kernel's ina238 driver) faked at the sysfs level
+// and read by the real hwmon driver on a simulated clock, on an 18 W load.
+// Every receipt must carry that meter's evidence over a gross window of
+// chained counter readings that contains the serve, and charge 18 W within
+// its bound.
 func TestDemoWithHwmonMeter(t *testing.T) {
 	root := t.TempDir()
 	rail := filepath.Join(root, "hwmon0")
@@ -125,44 +150,52 @@ func TestDemoWithHwmonMeter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, v := range map[string]string{
-		"name": "ina226", "in1_input": "12000", "curr1_input": "1500", "power1_input": "18000000",
-		"update_interval": "10", "shunt_resistor": "10000",
+		"name": "ina228", "in1_input": "12000", "curr1_input": "1500", "power1_input": "18000000",
+		"energy1_input": "0", "update_interval": "10",
 	} {
 		if err := os.WriteFile(filepath.Join(rail, name), []byte(v+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	const span = 5 // readings per engine call
-	var stepped *steppedSensor
+	const span = 5 // readings while each engine call runs
+	sim := drivertest.NewClock(drivertest.Epoch, true)
+	clock := counterClock{Clock: sim, t: t, file: filepath.Join(rail, "energy1_input"), origin: sim.Now(), watts: 18}
+	clock.set()
+	step := make(chan bool)
 	hooks := meterHooks{
-		sensor: func(s drivers.Sensor) drivers.Sensor {
-			stepped = &steppedSensor{Sensor: s, base: time.Now(), credit: 1, step: make(chan bool)}
-			return stepped
-		},
-		now:   func() time.Time { return stepped.now() },
-		meter: func(m agent.Meter) agent.Meter { return closeHook{m, func() { stepped.advance(t, span) }} },
+		clock:  clock,
+		sensor: func(s drivers.Sensor) drivers.Sensor { return &steppedSensor{Sensor: s, credit: 2, step: step} },
+		now:    sim.Now,
+		after:  func(time.Duration) <-chan time.Time { return nil },
+	}
+	hooks.meter = func(m agent.Meter) agent.Meter {
+		return closeHook{Meter: m, step: step, during: func() { shunttest.Release(t, step, span) }}
 	}
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	args := []string{"-no-gguf", "-dir", dir, "-meter", "hwmon:hwmon0/ina226:1", "-hwmon-root", root}
+	const meter = "hwmon:hwmon0/ina228:1"
+	args := []string{"-no-gguf", "-dir", dir, "-meter", meter + "@2000", "-hwmon-root", root}
 	if err := runDemoWith(context.Background(), args, &out, &errb, hooks); err != nil {
 		t.Fatalf("demo: %v\n%s%s", err, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), "metering every engine call with hwmon:hwmon0/ina226:1") {
+	if !strings.Contains(out.String(), "metering every engine call with "+meter) {
 		t.Fatalf("demo does not say what meters it:\n%s", out.String())
 	}
-	period := uint64(10 * time.Millisecond)
 	n := 0
 	_, err := steward.VerifyLog(context.Background(), filepath.Join(dir, "receipts"), steward.VerifyOptions{Visit: func(o *steward.Opened) error {
 		n++
 		r := o.Receipt
-		if r.EnergyProvenance != "HwShunt" || r.MeasuredUJ == nil {
-			return fmt.Errorf("receipt %d: provenance %s, measured %v; want a HwShunt measurement", r.Sequence, r.EnergyProvenance, r.MeasuredUJ)
+		// The INA228 converts bus, shunt and temperature in turn under the
+		// kernel's default setup: two thirds of each conversion the current
+		// goes unobserved, charged at full scale, so the counter's figure
+		// is honest but cannot be within a hardware claim's accuracy.
+		if r.EnergyProvenance != "ModelBased" || r.MeasuredUJ != nil {
+			return fmt.Errorf("receipt %d: provenance %s, measured %v; want ModelBased", r.Sequence, r.EnergyProvenance, r.MeasuredUJ)
 		}
-		if r.MeterName() != "hwmon:hwmon0/ina226:1" || r.ErrorUJ == nil || r.Samples == nil || *r.Samples != span ||
-			r.WindowNs == nil || *r.WindowNs != span*period || r.MaxGapNs == nil || *r.MaxGapNs != period {
-			return fmt.Errorf("receipt %d: meter %q, error bound %v, samples %v, window %v, max gap %v; want %d readings %d ns apart",
-				r.Sequence, r.MeterName(), r.ErrorUJ, r.Samples, r.WindowNs, r.MaxGapNs, span, period)
+		if r.MeterName() != meter || r.MeterKind == nil || *r.MeterKind != wire.KindCounter || r.Samples == nil || *r.Samples < span ||
+			r.ServeNs == nil || *r.WindowNs < *r.ServeNs || *r.CoveredPPM != wire.FullPPM || *r.MaxGapNs > *r.PeriodNs {
+			return fmt.Errorf("receipt %d: evidence %s %v samples %v window %v serve %v covered %v gap %v period %v", r.Sequence,
+				r.MeterName(), r.MeterKind, r.Samples, r.WindowNs, r.ServeNs, r.CoveredPPM, r.MaxGapNs, r.PeriodNs)
 		}
 		e, err := r.Energy()
 		if err != nil {

@@ -1,18 +1,38 @@
 // Package hwmon reads power rails that a kernel driver already owns and
 // publishes under /sys/class/hwmon: the ina2xx family (power1_input in µW),
-// ina238-like chips, and the three channels of an INA3221 (as on NVIDIA
-// Jetson boards), whose power is bus voltage × current since the driver
-// exposes no power attribute.
+// the ina238 family, and the three channels of an INA3221 (as on NVIDIA
+// Jetson boards, where labels such as VDD_IN name the rails), whose power is
+// bus voltage × current since the kernel exposes no power attribute.
 //
-// hwmon offers no conversion-ready flag and no timestamp: Next returns one
-// read per update interval (the chip's update_interval attribute in ms, or
-// Options.Interval where the chip has none), so two reads may see the same
-// conversion or miss one, and the separate attribute reads may come from
-// different conversions. The attributes are read each time, never cached.
+// What a rail's readings can prove decides its kind:
+//
+//   - Power, current and voltage attributes are point readings
+//     (drivers.KindPoint): hwmon has no ready flag and no timestamp, so a
+//     read may see the same conversion twice or miss one, and its separate
+//     attribute reads may come from different conversions. That holds even
+//     where the value is an average over update_interval. Each sample is
+//     one instant (Start == End); it never chains to the previous one.
+//   - Where the kernel publishes a hardware energy accumulator
+//     (energy1_input, µJ; the INA228 under ina238.c), the rail is a counter
+//     (drivers.KindCounter): each sample is the energy between two reads
+//     as mean power over them, with wraps of the 40-bit accumulator counted
+//     once and a reset reported as an error.
+//
+// Freshness: a frozen attribute must not pass as a constant load. When
+// every attribute read (shunt, bus, current, power and energy where
+// present) has stayed identical for longer than max(3 × update_interval,
+// Options.StaleAfter), Next returns an error wrapping drivers.ErrStale.
+// The heuristic cannot tell a frozen chip from a truly constant load whose
+// readings quantise to identical values; such a load loses coverage (the
+// sampler sees an error) but never gains a false reading.
+//
+// Accuracy is stated as the kernel scales the chip: the kernel fixes the
+// calibration (2048 on the INA226, so the current register equals the
+// shunt register and Current_LSB = 2.5 µV / R), and the sysfs step, not the
+// chip's, bounds what a reading can resolve.
 package hwmon
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -20,9 +40,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
-
-	"meshd/drivers"
 )
 
 // DefaultRoot is where the kernel lists hwmon devices.
@@ -39,7 +56,8 @@ type Rail struct {
 	// Label is the channel label (in<N>_label) where the kernel has one.
 	Label string
 
-	bus, shunt, curr, power string // attribute file names; empty if absent
+	// attribute file names; empty where absent
+	bus, shunt, curr, power, energy string
 }
 
 // String names the rail as "hwmon2/ina3221:1(VDD_IN)".
@@ -55,32 +73,9 @@ func (r Rail) String() string {
 // leaving it to V × I.
 func (r Rail) HasPower() bool { return r.power != "" }
 
-// chipInfo is the datasheet error budget used for Accuracy, by hwmon name.
-type chipInfo struct {
-	gain     float64 // shunt + bus gain error, worst case
-	vosUV    float64 // shunt offset, worst case
-	averaged bool    // update_interval is the averaging window of one value
-}
-
-var chips = map[string]chipInfo{
-	"ina209":  {0.01, 100, false},
-	"ina219":  {0.01, 100, false},
-	"ina220":  {0.01, 100, false},
-	"ina226":  {0.002, 10, true},
-	"ina230":  {0.002, 50, true},
-	"ina231":  {0.002, 50, true},
-	"ina234":  {0.005, 50, false},
-	"ina237":  {0.004, 50, false},
-	"ina238":  {0.002, 5, false},
-	"ina260":  {0.003, 0, true},
-	"ina3221": {0.005, 80, false},
-	"sy24655": {0.01, 100, false},
-	"sq52206": {0.01, 100, false},
-}
-
-// defaultShuntMicroOhms is the kernel's assumption when the device tree
-// gives no shunt resistor.
-const defaultShuntMicroOhms = 10000
+// HasEnergy reports whether the rail has a hardware energy counter that
+// the driver reads as a counter.
+func (r Rail) HasEnergy() bool { return r.energy != "" }
 
 func readInt(path string) (int64, error) {
 	b, err := os.ReadFile(path)
@@ -129,10 +124,11 @@ func Discover(root string) ([]Rail, error) {
 			dir = filepath.Join(dir, "device")
 			name = readString(filepath.Join(dir, "name"))
 		}
-		if _, ok := chips[name]; !ok {
+		c, ok := chips[name]
+		if !ok {
 			continue
 		}
-		rails = append(rails, railsOf(dir, name)...)
+		rails = append(rails, railsOf(dir, name, c)...)
 	}
 	sort.Slice(rails, func(i, j int) bool {
 		if rails[i].Dir != rails[j].Dir {
@@ -143,7 +139,7 @@ func Discover(root string) ([]Rail, error) {
 	return rails, nil
 }
 
-func railsOf(dir, name string) []Rail {
+func railsOf(dir, name string, c chip) []Rail {
 	opt := func(f string) string {
 		if exists(filepath.Join(dir, f)) {
 			return f
@@ -151,13 +147,19 @@ func railsOf(dir, name string) []Rail {
 		return ""
 	}
 	if name == "ina3221" {
+		// in1..3 are the bus voltages, in4..6 the shunt drops of the
+		// same channels; a channel the device tree disabled reads
+		// in<N>_enable 0 and its inputs fail with ENODATA.
 		var rails []Rail
-		for c := 1; c <= 3; c++ {
-			r := Rail{Dir: dir, Chip: name, Channel: c,
-				bus:   opt(fmt.Sprintf("in%d_input", c)),
-				shunt: opt(fmt.Sprintf("in%d_input", c+3)),
-				curr:  opt(fmt.Sprintf("curr%d_input", c)),
-				Label: readString(filepath.Join(dir, fmt.Sprintf("in%d_label", c))),
+		for n := 1; n <= 3; n++ {
+			if readString(filepath.Join(dir, fmt.Sprintf("in%d_enable", n))) == "0" {
+				continue
+			}
+			r := Rail{Dir: dir, Chip: name, Channel: n,
+				bus:   opt(fmt.Sprintf("in%d_input", n)),
+				shunt: opt(fmt.Sprintf("in%d_input", n+3)),
+				curr:  opt(fmt.Sprintf("curr%d_input", n)),
+				Label: readString(filepath.Join(dir, fmt.Sprintf("in%d_label", n))),
 			}
 			if r.bus != "" && r.curr != "" {
 				rails = append(rails, r)
@@ -169,174 +171,11 @@ func railsOf(dir, name string) []Rail {
 		bus: opt("in1_input"), shunt: opt("in0_input"), curr: opt("curr1_input"), power: opt("power1_input"),
 		Label: readString(filepath.Join(dir, "in1_label")),
 	}
-	if r.power == "" && (r.bus == "" || r.curr == "") {
+	if c.energy {
+		r.energy = opt("energy1_input")
+	}
+	if r.power == "" && r.energy == "" && (r.bus == "" || r.curr == "") {
 		return nil
 	}
 	return []Rail{r}
 }
-
-// Options tunes a Sensor.
-type Options struct {
-	// Interval paces Next where the chip has no update_interval
-	// attribute; 0 means 100 ms.
-	Interval time.Duration
-	// Name overrides the sensor name; empty means "hwmon:" + Rail.String().
-	Name string
-}
-
-// Sensor reads one rail. Next must not be called from several goroutines
-// at once.
-type Sensor struct {
-	rail     Rail
-	name     string
-	interval time.Duration
-	averaged time.Duration
-	last     time.Time
-	accuracy drivers.Accuracy
-	closed   bool
-}
-
-// Open prepares rail for reading and checks that it can be read now.
-func Open(rail Rail, opts Options) (*Sensor, error) {
-	info, ok := chips[rail.Chip]
-	if !ok {
-		return nil, fmt.Errorf("hwmon: chip %q is not a known power monitor", rail.Chip)
-	}
-	s := &Sensor{rail: rail, name: opts.Name, interval: opts.Interval}
-	if s.name == "" {
-		s.name = "hwmon:" + rail.String()
-	}
-	if s.interval <= 0 {
-		s.interval = 100 * time.Millisecond
-	}
-	if ms, err := readInt(filepath.Join(rail.Dir, "update_interval")); err == nil {
-		if ms <= 0 {
-			return nil, fmt.Errorf("%s: update_interval %d ms is not positive", s.name, ms)
-		}
-		s.interval = time.Duration(ms) * time.Millisecond
-		if info.averaged {
-			s.averaged = s.interval
-		}
-	}
-	shunt := int64(defaultShuntMicroOhms)
-	for _, f := range []string{fmt.Sprintf("shunt%d_resistor", rail.Channel), "shunt_resistor"} {
-		if v, err := readInt(filepath.Join(rail.Dir, f)); err == nil && v > 0 {
-			shunt = v
-			break
-		}
-	}
-	s.accuracy = accuracy(info, shunt, rail.HasPower())
-	if _, err := s.Read(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// accuracy: the chip's gain errors; its shunt offset seen as power at the
-// bus voltage (R from the shunt resistor attribute, else the kernel's
-// 10 mΩ default); and the sysfs rounding, 0.5 mA of current times the bus
-// voltage when power is V × I.
-func accuracy(info chipInfo, shuntMicroOhms int64, hasPower bool) drivers.Accuracy {
-	r := float64(shuntMicroOhms)
-	return drivers.Accuracy{
-		GainErr: info.gain,
-		OffsetUW: func(busUV int64) float64 {
-			if busUV < 0 {
-				busUV = -busUV
-			}
-			off := float64(busUV) * info.vosUV / r
-			if !hasPower {
-				off += float64(busUV) * 0.5e-3
-			}
-			return off
-		},
-	}
-}
-
-// Read reads the rail once, now, without pacing.
-func (s *Sensor) Read() (drivers.Sample, error) {
-	at := time.Now()
-	get := func(f string, scale int64) (int64, error) {
-		if f == "" {
-			return 0, nil
-		}
-		v, err := readInt(filepath.Join(s.rail.Dir, f))
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", s.name, err)
-		}
-		return v * scale, nil
-	}
-	var smp drivers.Sample
-	var err error
-	if smp.BusUV, err = get(s.rail.bus, 1000); err != nil {
-		return drivers.Sample{}, err
-	}
-	if smp.ShuntNV, err = get(s.rail.shunt, 1_000_000); err != nil {
-		return drivers.Sample{}, err
-	}
-	if smp.CurrentUA, err = get(s.rail.curr, 1000); err != nil {
-		return drivers.Sample{}, err
-	}
-	if s.rail.power != "" {
-		if smp.PowerUW, err = get(s.rail.power, 1); err != nil {
-			return drivers.Sample{}, err
-		}
-		if smp.CurrentUA < 0 {
-			smp.PowerUW = -smp.PowerUW
-		}
-	} else {
-		smp.PowerUW = smp.BusUV * smp.CurrentUA / 1_000_000 // mV × mA = µW exactly
-	}
-	smp.At = at
-	smp.Averaged = s.averaged
-	return smp, nil
-}
-
-// Name implements drivers.Sensor.
-func (s *Sensor) Name() string { return s.name }
-
-// Rail returns the rail this sensor reads.
-func (s *Sensor) Rail() Rail { return s.rail }
-
-// UpdatePeriod is update_interval, or Options.Interval without one.
-func (s *Sensor) UpdatePeriod() time.Duration { return s.interval }
-
-// Accuracy implements drivers.Sensor.
-func (s *Sensor) Accuracy() drivers.Accuracy { return s.accuracy }
-
-// Next waits until one update interval has passed since the previous read
-// and reads again: hwmon has no ready flag, so this is the closest to "each
-// conversion once" it allows.
-func (s *Sensor) Next(ctx context.Context) (drivers.Sample, error) {
-	if s.closed {
-		return drivers.Sample{}, fmt.Errorf("%s: closed", s.name)
-	}
-	if !s.last.IsZero() {
-		if wait := time.Until(s.last.Add(s.interval)); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return drivers.Sample{}, ctx.Err()
-			case <-t.C:
-			}
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return drivers.Sample{}, err
-	}
-	smp, err := s.Read()
-	if err != nil {
-		return drivers.Sample{}, err
-	}
-	s.last = smp.At
-	return smp, nil
-}
-
-// Close implements drivers.Sensor.
-func (s *Sensor) Close() error {
-	s.closed = true
-	return nil
-}
-
-var _ drivers.Sensor = (*Sensor)(nil)

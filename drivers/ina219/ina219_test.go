@@ -8,30 +8,42 @@ import (
 	"time"
 
 	"meshd/drivers"
+	"meshd/drivers/drivertest"
 	"meshd/drivers/inasim"
 	"meshd/drivers/internal/inatest"
 
 	"periph.io/x/conn/v3/i2c"
+	"periph.io/x/conn/v3/physic"
 )
 
 const addr = 0x45
 
 // example is SBOS448 §8.5 Table 3: 2 mΩ, 16 V bus range, 40 mV shunt
-// range, 12-bit ADCs, Current_LSB 1 mA.
+// range, Current_LSB 1 mA.
 var example = Config{
 	ShuntMicroOhms:     2000,
 	MaxCurrentUA:       10_000_000,
 	CurrentLSBNanoAmps: 1_000_000,
 	BusRangeVolts:      16,
 	ShuntRangeMV:       40,
-	BusADC:             ADC9Bit,
-	ShuntADC:           ADC9Bit,
-	PollInterval:       100 * time.Microsecond,
+	Preset:             PresetFast,
 }
 
-func open(t *testing.T, cfg Config) (*Dev, *inasim.Chip) {
+// board is a 2 mΩ shunt rated 20 A on the 32 V range.
+var board = Config{ShuntMicroOhms: 2000, MaxCurrentUA: 20_000_000}
+
+func rig(t testing.TB, cfg Config, o inatest.Options) *inatest.Rig[*Dev] {
 	t.Helper()
-	return inatest.Open(t, inasim.INA219, addr, func(bus i2c.Bus, addr uint16) (*Dev, error) { return Open(bus, addr, cfg) })
+	return inatest.Open(t, inasim.INA219, addr, o, func(bus i2c.Bus, a uint16, c drivers.Clock) (*Dev, error) {
+		cfg.Clock = c
+		return Open(bus, a, cfg)
+	})
+}
+
+func randomLoad(span time.Duration, seed uint64) func(*inasim.Chip) {
+	return func(c *inasim.Chip) {
+		c.SetLoad(inatest.RandomLoad(drivertest.Epoch, span, 15*physic.Ampere, seed))
+	}
 }
 
 func TestCalibration(t *testing.T) {
@@ -72,45 +84,58 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 		{"bus range", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 1_000_000, BusRangeVolts: 24}},
 		{"calibration overflow", Config{ShuntMicroOhms: 100, MaxCurrentUA: 1_000_000, CurrentLSBNanoAmps: 1_000_000}},
 		{"adc", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 1_000_000, BusADC: 99}},
+		{"shunt-only without tolerance", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 1_000_000, Preset: PresetShuntOnly}},
+		{"period shorter than the reads", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 1_000_000, BusADC: ADC9Bit, ShuntADC: ADC9Bit}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bus := inasim.NewBus("sim")
+			bus := inasim.NewBus("sim", nil)
 			chip := bus.Add(inasim.INA219, addr)
+			tt.cfg.Clock = bus.Clock()
 			if _, err := Open(bus, addr, tt.cfg); err == nil {
 				t.Fatal("Open accepted a bad configuration")
 			}
-			if chip.Writes(inasim.RegCal) != 0 {
+			if tt.name != "period shorter than the reads" && chip.Writes(inasim.RegCal) != 0 {
 				t.Fatal("calibration written for a refused configuration")
 			}
 		})
 	}
 }
 
-func TestConfigRegister(t *testing.T) {
+func TestPresetsRegistersAndInfo(t *testing.T) {
+	us := time.Microsecond
 	tests := []struct {
+		name       string
 		cfg        Config
 		wantConfig uint16
-		wantPeriod time.Duration
+		period     time.Duration
+		dead       time.Duration
 	}{
-		{Config{ShuntMicroOhms: 2000, MaxCurrentUA: 10_000_000, BusRangeVolts: 16, ShuntRangeMV: 40, BusADC: ADC12Bit, ShuntADC: ADC12Bit}, 0x019F, 1064 * time.Microsecond},
-		{Config{ShuntMicroOhms: 100_000, MaxCurrentUA: 3_200_000}, 0x399F, 1064 * time.Microsecond},
-		{Config{ShuntMicroOhms: 100, MaxCurrentUA: 1_000_000, BusADC: ADC9Bit, ShuntADC: ADC10Bit}, 0x200F, 232 * time.Microsecond},
-		{Config{ShuntMicroOhms: 100_000, MaxCurrentUA: 300_000, ShuntADC: ADCAvg128}, 0x21FF, 532*time.Microsecond + 68100*time.Microsecond},
+		{"default", board, 0x2067, 8594 * us, 92400 * time.Nanosecond},
+		{"fast", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 20_000_000, Preset: PresetFast}, 0x2057, 2214 * us, 92400 * time.Nanosecond},
+		{"kernel", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 20_000_000, Preset: PresetKernel}, 0x219F, 1064 * us, 585200 * time.Nanosecond},
+		{"shunt-only", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 20_000_000, Preset: PresetShuntOnly, BusTolerance: 0.01}, 0x2055, 2130 * us, 0},
+		{"datasheet 16 V 40 mV", example, 0x0057, 2214 * us, 92400 * time.Nanosecond},
 	}
 	for _, tt := range tests {
-		d, chip := open(t, tt.cfg)
-		if got := chip.Reg(inasim.RegConfig); got != tt.wantConfig {
-			t.Errorf("config 0x%04x, want 0x%04x", got, tt.wantConfig)
-		}
-		if d.UpdatePeriod() != tt.wantPeriod {
-			t.Errorf("period %v, want %v", d.UpdatePeriod(), tt.wantPeriod)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			r := rig(t, tt.cfg, inatest.Options{})
+			if got := r.Chip.Reg(inasim.RegConfig); got != tt.wantConfig {
+				t.Errorf("config 0x%04x, want 0x%04x", got, tt.wantConfig)
+			}
+			info := r.Dev.Info()
+			if info.Kind != drivers.KindConversion || info.Period != tt.period || info.MaxPeriod != tt.period+tt.period/10 {
+				t.Errorf("Info %v period %v max %v, want %v", info.Kind, info.Period, info.MaxPeriod, tt.period)
+			}
+			if s := r.Next(t); s.Dead != tt.dead {
+				t.Errorf("Dead %v, want %v", s.Dead, tt.dead)
+			}
+		})
 	}
 }
 
 func TestProbe(t *testing.T) {
-	bus := inasim.NewBus("sim")
+	bus := inasim.NewBus("sim", nil)
 	bus.Add(inasim.INA219, 0x40)
 	bus.Add(inasim.INA226, 0x41)
 	if err := Probe(bus, 0x40); err != nil {
@@ -125,113 +150,153 @@ func TestProbe(t *testing.T) {
 }
 
 func TestConversions(t *testing.T) {
+	mV := physic.MilliVolt
 	overflowCfg := example
 	overflowCfg.CurrentLSBNanoAmps = 500_000 // CAL 40960
 	tests := []struct {
-		name                   string
-		cfg                    Config
-		shuntNV, busUV         int64
-		regs                   [4]uint16 // shunt, bus (raw, no flags), current, power
-		wantCurUA, wantPowUW   int64
-		wantShuntNV, wantBusUV int64
-		wantOverflow           bool
+		name               string
+		cfg                Config
+		shunt, bus         physic.ElectricPotential
+		regs               [4]uint16 // shunt, bus (raw, no flags), current, power
+		current            physic.ElectricCurrent
+		power              physic.Power
+		wantShunt, wantBus physic.ElectricPotential
+		overflow           bool
 	}{
-		{"datasheet example", example, 20_000_000, 11_980_000, [4]uint16{0x07D0, 0x5D98, 0x2710, 0x1766},
-			10_000_000, 119_800_000, 20_000_000, 11_980_000, false},
-		{"negative current", example, -10_000_000, 11_980_000, [4]uint16{0xFC18, 0x5D98, 0xEC78, 2995},
-			-5_000_000, -59_900_000, -10_000_000, 11_980_000, false},
-		{"math overflow", overflowCfg, 35_000_000, 12_000_000, [4]uint16{3500, 3000 << 3, 32767, 19660},
-			16_383_500, 196_600_000, 35_000_000, 12_000_000, true},
-		{"shunt at range end", example, 45_000_000, 5_000_000, [4]uint16{4000, 1250 << 3, 20000, 5000},
-			20_000_000, 100_000_000, 40_000_000, 5_000_000, true},
+		{"datasheet example", example, 20 * mV, 11980 * mV, [4]uint16{0x07D0, 0x5D98, 0x2710, 0x1766},
+			10 * physic.Ampere, 119800 * physic.MilliWatt, 20 * mV, 11980 * mV, false},
+		{"negative current", example, -10 * mV, 11980 * mV, [4]uint16{0xFC18, 0x5D98, 0xEC78, 2995},
+			-5 * physic.Ampere, -59900 * physic.MilliWatt, -10 * mV, 11980 * mV, false},
+		{"math overflow", overflowCfg, 35 * mV, 12000 * mV, [4]uint16{3500, 3000 << 3, 32767, 19660},
+			16383500 * physic.MicroAmpere, 196600 * physic.MilliWatt, 35 * mV, 12000 * mV, true},
+		{"shunt at range end", example, 45 * mV, 5000 * mV, [4]uint16{4000, 1250 << 3, 20000, 5000},
+			20 * physic.Ampere, 100 * physic.Watt, 40 * mV, 5000 * mV, true},
+		{"beyond max current", example, 30 * mV, 5000 * mV, [4]uint16{3000, 1250 << 3, 15000, 3750},
+			15 * physic.Ampere, 75 * physic.Watt, 30 * mV, 5000 * mV, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, chip := open(t, tt.cfg)
-			s := inatest.ConvertThenNext(t, d, chip, tt.shuntNV, tt.busUV)
+			r := rig(t, tt.cfg, inatest.Options{Setup: func(c *inasim.Chip) { c.SetInputs(tt.shunt, tt.bus) }})
+			s := r.Next(t)
 			for i, reg := range []byte{inasim.RegShunt, inasim.RegBus, inasim.RegCurrent, inasim.RegPower} {
-				if got := chip.Reg(reg); got != tt.regs[i] {
+				if got := r.Chip.Reg(reg); got != tt.regs[i] {
 					t.Errorf("register %d = 0x%04x, want 0x%04x", reg, got, tt.regs[i])
 				}
 			}
-			if s.CurrentUA != tt.wantCurUA || s.PowerUW != tt.wantPowUW || s.ShuntNV != tt.wantShuntNV || s.BusUV != tt.wantBusUV {
-				t.Errorf("sample I=%d µA P=%d µW Vsh=%d nV Vbus=%d µV, want %d, %d, %d, %d",
-					s.CurrentUA, s.PowerUW, s.ShuntNV, s.BusUV, tt.wantCurUA, tt.wantPowUW, tt.wantShuntNV, tt.wantBusUV)
+			if s.Current != tt.current || s.Power != tt.power || s.Shunt != tt.wantShunt || s.Bus != tt.wantBus {
+				t.Errorf("sample I=%v P=%v Vsh=%v Vbus=%v, want %v, %v, %v, %v",
+					s.Current, s.Power, s.Shunt, s.Bus, tt.current, tt.power, tt.wantShunt, tt.wantBus)
 			}
-			if s.Overflow != tt.wantOverflow {
-				t.Errorf("Overflow = %v, want %v", s.Overflow, tt.wantOverflow)
+			if s.Overflow != tt.overflow {
+				t.Errorf("Overflow = %v, want %v", s.Overflow, tt.overflow)
 			}
 		})
 	}
 }
 
-// TestLockstepNeverTwiceNeverSkipped checks both reported CNVR behaviours.
-func TestLockstepNeverTwiceNeverSkipped(t *testing.T) {
-	for _, clearsOnBus := range []bool{false, true} {
-		t.Run(fmt.Sprintf("clears on bus %v", clearsOnBus), func(t *testing.T) {
-			d, chip := open(t, example)
-			chip.CNVRClearsOnBusRead = clearsOnBus
-			inatest.Lockstep(t, d, chip, 100, 3, func(i int) (int64, int64) { return 10000, int64(4000 * (i + 1)) })
+// TestEveryConversionOnce checks both reported CNVR behaviours over 10 000
+// conversions of a load that changes within every conversion: each comes
+// back once, whole, within its uncertainty, contiguous after the first.
+func TestEveryConversionOnce(t *testing.T) {
+	for _, tt := range []struct {
+		preset      Preset
+		speed       physic.Frequency
+		n           int
+		clearsOnBus bool
+	}{
+		{PresetFast, 400 * physic.KiloHertz, 10_000, false},
+		{PresetFast, 400 * physic.KiloHertz, 10_000, true},
+		{PresetPrecise, 100 * physic.KiloHertz, 2_000, false},
+		{PresetPrecise, 100 * physic.KiloHertz, 2_000, true},
+	} {
+		t.Run(fmt.Sprintf("%v %v clears on bus %v", tt.preset, tt.speed, tt.clearsOnBus), func(t *testing.T) {
+			cfg := board
+			cfg.Preset = tt.preset
+			r := rig(t, cfg, inatest.Options{Speed: tt.speed, Setup: func(c *inasim.Chip) {
+				c.SetCNVRClearsOnBusRead(tt.clearsOnBus)
+				randomLoad(time.Minute, 9)(c)
+			}})
+			rep := inatest.Check(t, inasim.INA219, r.Run(t, tt.n), r.Chip.Conversions(), false)
+			if rep.Missed != 0 || rep.Contiguous != tt.n-1 {
+				t.Fatalf("missed %d, contiguous %d of %d", rep.Missed, rep.Contiguous, tt.n)
+			}
+			t.Logf("uncertainty median %v, max %v", rep.Median(), rep.Max())
 		})
 	}
 }
 
-func TestSpontaneousResetRestored(t *testing.T) {
-	d, chip := open(t, example)
-	if s := inatest.ConvertThenNext(t, d, chip, 20_000_000, 11_980_000); s.CurrentUA != 10_000_000 {
-		t.Fatalf("before reset: %d µA", s.CurrentUA)
+func TestSlowClockNeverChains(t *testing.T) {
+	cfg := board
+	cfg.Preset = PresetFast
+	r := rig(t, cfg, inatest.Options{Setup: func(c *inasim.Chip) {
+		c.SetClockFactor(1.3)
+		randomLoad(time.Minute, 9)(c)
+	}})
+	rep := inatest.Check(t, inasim.INA219, r.Run(t, 500), r.Chip.Conversions(), false)
+	if rep.Contiguous != 0 || rep.Missed != 0 {
+		t.Fatalf("%d readings of a 30 %%-slow chip chained (missed %d)", rep.Contiguous, rep.Missed)
 	}
-	chip.PowerCycle()
-	chip.SetInputs(20_000_000, 11_980_000)
-	chip.Convert() // converted with CAL = 0 in the power-on configuration
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	go func() {
-		for chip.Reg(inasim.RegCal) != 20480 && ctx.Err() == nil {
-			time.Sleep(100 * time.Microsecond)
-		}
-		chip.SetInputs(-2_000_000, 12_000_000)
-		chip.Convert()
-	}()
-	s, err := d.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
+}
+
+func TestPowerCycleRepaired(t *testing.T) {
+	r := rig(t, example, inatest.Options{Setup: func(c *inasim.Chip) { c.SetInputs(20*physic.MilliVolt, 11980*physic.MilliVolt) }})
+	if s := r.Next(t); s.Current != 10*physic.Ampere {
+		t.Fatalf("before reset: %v", s.Current)
 	}
-	if s.CurrentUA != -1_000_000 || s.BusUV != 12_000_000 || d.Resets() != 1 {
-		t.Fatalf("got I=%d V=%d resets=%d, want the post-repair conversion and 1 reset", s.CurrentUA, s.BusUV, d.Resets())
+	r.Chip.PowerCycle() // the power-on configuration converts with CAL = 0
+	r.Chip.SetInputs(-2*physic.MilliVolt, 12*physic.Volt)
+	s := r.Next(t)
+	if s.Current != -physic.Ampere || s.Bus != 12*physic.Volt || s.Contiguous || r.Dev.Resets() != 1 {
+		t.Fatalf("got I=%v V=%v contiguous %v resets=%d, want the post-repair conversion, not chained, 1 reset", s.Current, s.Bus, s.Contiguous, r.Dev.Resets())
 	}
-	if chip.Reg(inasim.RegConfig) != 0x0007 {
-		t.Fatalf("config 0x%04x not restored", chip.Reg(inasim.RegConfig))
+	if r.Chip.Reg(inasim.RegConfig) != 0x0057 {
+		t.Fatalf("config 0x%04x not restored", r.Chip.Reg(inasim.RegConfig))
 	}
 }
 
 func TestNACKBurst(t *testing.T) {
-	d, chip := open(t, example)
-	chip.SetInputs(20_000_000, 11_980_000)
-	chip.Convert()
-	chip.FailNext(3)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+	r := rig(t, example, inatest.Options{Setup: func(c *inasim.Chip) { c.SetInputs(20*physic.MilliVolt, 11980*physic.MilliVolt) }})
+	r.Next(t)
+	r.Chip.FailNext(3)
 	for range 3 {
-		if s, err := d.Next(ctx); err == nil || !errors.Is(err, inasim.ErrNACK) {
+		if s, err := r.Dev.Next(context.Background()); !errors.Is(err, inasim.ErrNACK) {
 			t.Fatalf("during burst got %+v, %v; want a wrapped NACK", s, err)
 		}
 	}
-	// CNVR clears only on a Power read, so the pending conversion survives.
-	s, err := d.Next(ctx)
-	if err != nil || s.CurrentUA != 10_000_000 || s.PowerUW != 119_800_000 {
-		t.Fatalf("after burst got %+v, %v", s, err)
+	s := r.Next(t)
+	if s.Current != 10*physic.Ampere || s.Power != 119800*physic.MilliWatt || s.Contiguous {
+		t.Fatalf("after burst got %+v", s)
+	}
+}
+
+func TestShuntOnly(t *testing.T) {
+	cfg := Config{ShuntMicroOhms: 2000, MaxCurrentUA: 20_000_000, Preset: PresetShuntOnly, BusTolerance: 0.02, BusEvery: 20 * time.Millisecond}
+	r := rig(t, cfg, inatest.Options{Setup: randomLoad(time.Minute, 3)})
+	var samples []drivers.Sample
+	for r.Clock.Now().Before(drivertest.Epoch.Add(100 * time.Millisecond)) {
+		s := r.Next(t)
+		if s.Dead != 0 || s.Bus < 11*physic.Volt || s.Bus > 13*physic.Volt {
+			t.Fatalf("shunt-only reading with Dead %v, bus %v", s.Dead, s.Bus)
+		}
+		samples = append(samples, s)
+	}
+	rep := inatest.Check(t, inasim.INA219, samples, r.Chip.Conversions(), true)
+	if brackets := (r.Chip.Writes(inasim.RegConfig) - 1) / 2; rep.Delivered-rep.Contiguous != brackets {
+		t.Fatalf("%d readings broke the chain, %d bus brackets", rep.Delivered-rep.Contiguous, brackets)
 	}
 }
 
 func TestAccuracy(t *testing.T) {
-	d, _ := open(t, example)
-	a := d.Accuracy()
+	a := rig(t, example, inatest.Options{}).Dev.Info().Accuracy
 	if a.GainErr != 0.01 {
 		t.Fatalf("GainErr %v", a.GainErr)
 	}
 	// 12 V × 100 µV / 2 mΩ = 600 mW, plus Power_LSB 20 mW.
-	if got := a.OffsetUW(12_000_000); got != 620_000 {
-		t.Fatalf("OffsetUW(12 V) = %v, want 620000", got)
+	if got := a.Offset(12 * physic.Volt); got != 620*physic.MilliWatt {
+		t.Fatalf("Offset(12 V) = %v, want 620 mW", got)
+	}
+	// 10 A × 12 V × 1.005.
+	if got := a.FullScale(12 * physic.Volt); got != 120600*physic.MilliWatt {
+		t.Fatalf("FullScale(12 V) = %v, want 120.6 W", got)
 	}
 }

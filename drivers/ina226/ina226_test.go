@@ -10,7 +10,7 @@ import (
 	"meshd/drivers/inasim"
 	"meshd/drivers/internal/inatest"
 
-	"periph.io/x/conn/v3/i2c"
+	"periph.io/x/conn/v3/physic"
 )
 
 const addr = 0x40
@@ -20,15 +20,7 @@ var example = Config{
 	ShuntMicroOhms:     2000,
 	MaxCurrentUA:       15_000_000,
 	CurrentLSBNanoAmps: 1_000_000,
-	Averages:           1,
-	BusConvTime:        140 * time.Microsecond,
-	ShuntConvTime:      140 * time.Microsecond,
-	PollInterval:       100 * time.Microsecond,
-}
-
-func open(t *testing.T, cfg Config) (*Dev, *inasim.Chip) {
-	t.Helper()
-	return inatest.Open(t, inasim.INA226, addr, func(bus i2c.Bus, addr uint16) (*Dev, error) { return Open(bus, addr, cfg) })
+	Preset:             PresetFast,
 }
 
 func TestCalibration(t *testing.T) {
@@ -72,10 +64,13 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 		{"lsb too small for max current", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 10_000_000, CurrentLSBNanoAmps: 100_000}},
 		{"averages not a code", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 1_000_000, Averages: 3}},
 		{"conv time not a code", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 1_000_000, BusConvTime: time.Millisecond}},
+		{"unknown preset", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 1_000_000, Preset: 9}},
+		{"shunt-only without tolerance", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 1_000_000, Preset: PresetShuntOnly}},
+		{"negative poll", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 1_000_000, PollInterval: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bus := inasim.NewBus("sim")
+			bus := inasim.NewBus("sim", nil)
 			chip := bus.Add(inasim.INA226, addr)
 			if _, err := Open(bus, addr, tt.cfg); err == nil {
 				t.Fatal("Open accepted a bad configuration")
@@ -87,32 +82,59 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 	}
 }
 
-func TestConfigRegisterAndPeriod(t *testing.T) {
+// TestOpenRefusesSlowBus: at 100 kHz the five reads of one fast-preset
+// conversion outlast its period, so no reading could be proven whole.
+func TestOpenRefusesSlowBus(t *testing.T) {
+	bus := inasim.NewBus("sim", nil, inasim.WithSpeed(100*physic.KiloHertz))
+	bus.Add(inasim.INA226, addr)
+	fast, precise := withPreset(PresetFast), withPreset(PresetPrecise)
+	fast.Clock, precise.Clock = bus.Clock(), bus.Clock()
+	if _, err := Open(bus, addr, fast); err == nil {
+		t.Fatal("Open accepted a period the bus cannot read whole")
+	}
+	if _, err := Open(bus, addr, precise); err != nil {
+		t.Fatalf("Open refused the default preset at 100 kHz: %v", err)
+	}
+}
+
+func TestPresetsRegistersAndInfo(t *testing.T) {
+	us := time.Microsecond
 	tests := []struct {
-		avg        int
-		vbus, vsh  time.Duration
+		name       string
+		cfg        Config
 		wantConfig uint16
-		wantPeriod time.Duration
+		period     time.Duration
+		dead       time.Duration
 	}{
-		{0, 0, 0, 0x4527, 16 * 2200 * time.Microsecond}, // the kernel's default
-		{1, 140 * time.Microsecond, 140 * time.Microsecond, 0x4007, 280 * time.Microsecond},
-		{1024, 8244 * time.Microsecond, 588 * time.Microsecond, 0x4FDF, 1024 * 8832 * time.Microsecond},
-		{4, 332 * time.Microsecond, 2116 * time.Microsecond, 0x42AF, 4 * 2448 * time.Microsecond},
+		{"default", board, 0x403F, 8384 * us, 154 * us},
+		{"fast", withPreset(PresetFast), 0x4027, 1240 * us, 154 * us},
+		{"kernel", withPreset(PresetKernel), 0x4527, 35200 * us, 16 * 1210 * us},
+		{"shunt-only", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 20_000_000, Preset: PresetShuntOnly, BusTolerance: 0.01}, 0x402D, 2116 * us, 0},
+		{"overrides", Config{ShuntMicroOhms: 2000, MaxCurrentUA: 10_000_000, Averages: 4, BusConvTime: 332 * us, ShuntConvTime: 2116 * us}, 0x42AF, 4 * 2448 * us, 4 * 365200 * time.Nanosecond},
 	}
 	for _, tt := range tests {
-		cfg := Config{ShuntMicroOhms: 2000, MaxCurrentUA: 10_000_000, Averages: tt.avg, BusConvTime: tt.vbus, ShuntConvTime: tt.vsh}
-		d, chip := open(t, cfg)
-		if got := chip.Reg(inasim.RegConfig); got != tt.wantConfig {
-			t.Errorf("avg %d: config register 0x%04x, want 0x%04x", tt.avg, got, tt.wantConfig)
-		}
-		if d.UpdatePeriod() != tt.wantPeriod {
-			t.Errorf("avg %d: UpdatePeriod %v, want %v", tt.avg, d.UpdatePeriod(), tt.wantPeriod)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			r := rig(t, tt.cfg, inatest.Options{})
+			if got := r.Chip.Reg(inasim.RegConfig); got != tt.wantConfig {
+				t.Errorf("config register 0x%04x, want 0x%04x", got, tt.wantConfig)
+			}
+			info := r.Dev.Info()
+			if info.Kind != drivers.KindConversion || info.Period != tt.period || info.MaxPeriod != tt.period+tt.period/10 {
+				t.Errorf("Info %v period %v max %v, want adc %v and +10%%", info.Kind, info.Period, info.MaxPeriod, tt.period)
+			}
+			s := r.Next(t)
+			if s.Dead != tt.dead {
+				t.Errorf("Dead %v, want %v", s.Dead, tt.dead)
+			}
+		})
+	}
+	if len(Presets()) != 4 || Presets()[0] != PresetPrecise || Preset(0) != PresetPrecise {
+		t.Fatalf("Presets() = %v: the default must come first and be the zero value", Presets())
 	}
 }
 
 func TestProbe(t *testing.T) {
-	bus := inasim.NewBus("sim")
+	bus := inasim.NewBus("sim", nil)
 	bus.Add(inasim.INA226, 0x40)
 	bus.Add(inasim.INA219, 0x41)
 	if err := Probe(bus, 0x40); err != nil {
@@ -126,209 +148,98 @@ func TestProbe(t *testing.T) {
 	}
 }
 
+func TestReadVoltages(t *testing.T) {
+	bus := inasim.NewBus("sim", nil)
+	c := bus.Add(inasim.INA226, addr)
+	c.SetInputs(20*physic.MilliVolt, 11980*physic.MilliVolt)
+	c.Convert()
+	b, sh, err := ReadVoltages(bus, addr)
+	if err != nil || b != 11980*physic.MilliVolt || sh != 20*physic.MilliVolt {
+		t.Fatalf("ReadVoltages = %v, %v, %v; want 11.98 V, 20 mV", b, sh, err)
+	}
+}
+
+// TestConversions holds the datasheet's worked example and its edges: the
+// registers the chip computes and the sample the driver makes of them.
 func TestConversions(t *testing.T) {
+	mV := physic.MilliVolt
 	tests := []struct {
-		name                   string
-		shuntNV, busUV         int64
-		regShunt, regBus       uint16
-		regCurrent, regPower   uint16
-		wantCurUA, wantPowUW   int64
-		wantShuntNV, wantBusUV int64
-		wantOverflow           bool
+		name                 string
+		shunt, bus           physic.ElectricPotential
+		regShunt, regBus     uint16
+		regCurrent, regPower uint16
+		current              physic.ElectricCurrent
+		power                physic.Power
+		wantShunt, wantBus   physic.ElectricPotential
+		overflow             bool
 	}{
-		{"datasheet example", 20_000_000, 11_980_000, 8000, 9584, 10000, 4792,
-			10_000_000, 119_800_000, 20_000_000, 11_980_000, false},
-		{"negative current", -10_000_000, 11_980_000, 0xF060, 9584, 0xEC78, 2396,
-			-5_000_000, -59_900_000, -10_000_000, 11_980_000, false},
-		{"zero bus", 4_000_000, 0, 1600, 0, 2000, 0,
-			2_000_000, 0, 4_000_000, 0, false},
-		{"math overflow", 80_000_000, 12_000_000, 32000, 9600, 32767, 15728,
-			32_767_000, 393_200_000, 80_000_000, 12_000_000, true},
-		{"shunt saturated", 90_000_000, 5_000_000, 32767, 4000, 32767, 6553,
-			32_767_000, 163_825_000, 81_917_500, 5_000_000, true},
+		{"datasheet example", 20 * mV, 11980 * mV, 8000, 9584, 10000, 4792,
+			10 * physic.Ampere, 119800 * physic.MilliWatt, 20 * mV, 11980 * mV, false},
+		{"negative current", -10 * mV, 11980 * mV, 0xF060, 9584, 0xEC78, 2396,
+			-5 * physic.Ampere, -59900 * physic.MilliWatt, -10 * mV, 11980 * mV, false},
+		{"zero bus", 4 * mV, 0, 1600, 0, 2000, 0,
+			2 * physic.Ampere, 0, 4 * mV, 0, false},
+		{"beyond max current", 40 * mV, 12000 * mV, 16000, 9600, 20000, 9600,
+			20 * physic.Ampere, 240 * physic.Watt, 40 * mV, 12000 * mV, true},
+		{"math overflow", 80 * mV, 12000 * mV, 32000, 9600, 32767, 15728,
+			32767 * physic.MilliAmpere, 393200 * physic.MilliWatt, 80 * mV, 12000 * mV, true},
+		{"shunt saturated", 90 * mV, 5000 * mV, 32767, 4000, 32767, 6553,
+			32767 * physic.MilliAmpere, 163825 * physic.MilliWatt, 81917500 * physic.NanoVolt, 5000 * mV, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, chip := open(t, example)
-			if got := chip.Reg(inasim.RegCal); got != 2560 {
+			r := rig(t, example, inatest.Options{Setup: func(c *inasim.Chip) { c.SetInputs(tt.shunt, tt.bus) }})
+			if got := r.Chip.Reg(inasim.RegCal); got != 2560 {
 				t.Fatalf("CAL register %d, want 2560", got)
 			}
-			s := inatest.ConvertThenNext(t, d, chip, tt.shuntNV, tt.busUV)
-			for _, r := range []struct {
+			s := r.Next(t)
+			for _, reg := range []struct {
 				reg  byte
 				want uint16
 			}{{inasim.RegShunt, tt.regShunt}, {inasim.RegBus, tt.regBus}, {inasim.RegCurrent, tt.regCurrent}, {inasim.RegPower, tt.regPower}} {
-				if got := chip.Reg(r.reg); got != r.want {
-					t.Errorf("register %d = %d (0x%04x), want %d", r.reg, got, got, r.want)
+				if got := r.Chip.Reg(reg.reg); got != reg.want {
+					t.Errorf("register %d = %d (0x%04x), want %d", reg.reg, got, got, reg.want)
 				}
 			}
-			if s.CurrentUA != tt.wantCurUA || s.PowerUW != tt.wantPowUW || s.ShuntNV != tt.wantShuntNV || s.BusUV != tt.wantBusUV {
-				t.Errorf("sample I=%d µA P=%d µW Vsh=%d nV Vbus=%d µV, want %d, %d, %d, %d",
-					s.CurrentUA, s.PowerUW, s.ShuntNV, s.BusUV, tt.wantCurUA, tt.wantPowUW, tt.wantShuntNV, tt.wantBusUV)
+			if s.Current != tt.current || s.Power != tt.power || s.Shunt != tt.wantShunt || s.Bus != tt.wantBus {
+				t.Errorf("sample I=%v P=%v Vsh=%v Vbus=%v, want %v, %v, %v, %v",
+					s.Current, s.Power, s.Shunt, s.Bus, tt.current, tt.power, tt.wantShunt, tt.wantBus)
 			}
-			if s.Overflow != tt.wantOverflow {
-				t.Errorf("Overflow = %v, want %v", s.Overflow, tt.wantOverflow)
-			}
-			if s.Averaged != 280*time.Microsecond || s.At.IsZero() {
-				t.Errorf("Averaged %v, At %v", s.Averaged, s.At)
+			if s.Overflow != tt.overflow {
+				t.Errorf("Overflow = %v, want %v", s.Overflow, tt.overflow)
 			}
 		})
 	}
 }
 
-// TestLockstepNeverTwiceNeverSkipped converts at random moments relative
-// to the driver's polling, each one only after the consumer got the
-// previous one (a consumer that keeps up), and checks that the driver
-// returns every conversion once, in order.
-func TestLockstepNeverTwiceNeverSkipped(t *testing.T) {
-	d, chip := open(t, example)
-	inatest.Lockstep(t, d, chip, 150, 1, func(i int) (int64, int64) { return int64(2500 * (i + 1)), int64(1_000_000 + 1250*i) })
-	if _, _, over := chip.Stats(); over != 0 {
-		t.Fatalf("%d conversions were overwritten before being read", over)
-	}
-}
-
-// TestFreeRunningNoRepeats runs the chip on its own clock and checks that
-// no conversion is ever returned twice or out of order.
-func TestFreeRunningNoRepeats(t *testing.T) {
-	d, chip := open(t, example)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	go chip.Run(ctx, 2*time.Millisecond, func(n uint64) (int64, int64) { return 1_000_000, int64(n) * 1250 })
-	last := int64(-1)
-	for i := range 100 {
-		s, err := d.Next(ctx)
-		if err != nil {
-			t.Fatalf("sample %d: %v", i, err)
-		}
-		if s.BusUV <= last {
-			t.Fatalf("sample %d: bus %d µV after %d: returned twice or out of order", i, s.BusUV, last)
-		}
-		last = s.BusUV
-	}
-}
-
-func TestSpontaneousResetRestored(t *testing.T) {
-	d, chip := open(t, example)
-	for i := range 3 {
-		s := inatest.ConvertThenNext(t, d, chip, 20_000_000, 11_980_000)
-		if s.CurrentUA != 10_000_000 {
-			t.Fatalf("before reset, sample %d: %d µA", i, s.CurrentUA)
-		}
-	}
-	chip.PowerCycle()
-	if chip.Reg(inasim.RegCal) != 0 || chip.Reg(inasim.RegConfig) != 0x4127 {
-		t.Fatal("simulated power cycle did not restore power-on values")
-	}
-	// The chip keeps converting in its power-on mode, with CAL = 0.
-	chip.SetInputs(20_000_000, 11_980_000)
-	chip.Convert()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	got := make(chan drivers.Sample, 1)
-	go func() {
-		s, err := d.Next(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- s
-	}()
-	// Wait for the driver to repair the chip, then convert again.
-	for chip.Reg(inasim.RegCal) != 2560 {
-		if ctx.Err() != nil {
-			t.Fatal("driver never restored the calibration")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-	chip.SetInputs(-4_000_000, 12_000_000)
-	chip.Convert()
-	s := <-got
-	if s.CurrentUA != -2_000_000 || s.BusUV != 12_000_000 {
-		t.Fatalf("after reset got I=%d µA V=%d µV, want the post-repair conversion (-2 A, 12 V)", s.CurrentUA, s.BusUV)
-	}
-	if d.Resets() != 1 {
-		t.Fatalf("Resets() = %d, want 1", d.Resets())
-	}
-	if chip.Reg(inasim.RegConfig) != 0x4007 {
-		t.Fatalf("config 0x%04x not restored", chip.Reg(inasim.RegConfig))
-	}
-}
-
-func TestNACKBurst(t *testing.T) {
-	d, chip := open(t, example)
-	chip.SetInputs(20_000_000, 11_980_000)
-	chip.Convert()
-	chip.FailNext(4)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var errs int
-	for range 4 {
-		s, err := d.Next(ctx)
-		if err == nil {
-			t.Fatalf("Next returned %+v during a NACK burst", s)
-		}
-		if !errors.Is(err, inasim.ErrNACK) {
-			t.Fatalf("error %v does not wrap the bus error", err)
-		}
-		errs++
-	}
-	// The burst may have eaten the pending conversion's flag; convert anew.
-	s := inatest.ConvertThenNext(t, d, chip, 20_000_000, 11_980_000)
-	if s.CurrentUA != 10_000_000 || s.PowerUW != 119_800_000 {
-		t.Fatalf("after the burst got I=%d P=%d", s.CurrentUA, s.PowerUW)
-	}
-	if errs != 4 || d.Resets() != 0 {
-		t.Fatalf("errors %d, resets %d", errs, d.Resets())
-	}
-}
-
-func TestNACKWhileChipResets(t *testing.T) {
-	d, chip := open(t, example)
-	chip.FailNext(2)
-	chip.PowerCycle()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for range 2 {
-		if _, err := d.Next(ctx); err == nil {
-			t.Fatal("Next succeeded during a NACK burst")
-		}
-	}
-	// The first call after errors checks the settings before polling.
-	chip.SetInputs(2_000_000, 5_000_000)
-	go func() {
-		for chip.Reg(inasim.RegCal) != 2560 && ctx.Err() == nil {
-			time.Sleep(100 * time.Microsecond)
-		}
-		chip.Convert()
-	}()
-	s, err := d.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.CurrentUA != 1_000_000 || d.Resets() != 1 {
-		t.Fatalf("got %d µA with %d resets, want 1 A and 1 reset", s.CurrentUA, d.Resets())
-	}
-}
-
 func TestAccuracy(t *testing.T) {
-	d, _ := open(t, example)
-	a := d.Accuracy()
-	if a.GainErr != 0.002 {
-		t.Fatalf("GainErr %v, want 0.002", a.GainErr)
+	r := rig(t, example, inatest.Options{})
+	a := r.Dev.Info().Accuracy
+	if a.GainErr != 0.002 || a.DeclaredPPM != 0 || a.Quantum != 0 {
+		t.Fatalf("GainErr %v DeclaredPPM %v Quantum %v", a.GainErr, a.DeclaredPPM, a.Quantum)
 	}
 	// 12 V × 10 µV / 2 mΩ = 60 mW; 7.5 mV × 15 A = 112.5 mW; Power_LSB 25 mW.
-	if got, want := a.OffsetUW(12_000_000), 60_000.0+112_500+25_000; got != want {
-		t.Fatalf("OffsetUW(12 V) = %v, want %v", got, want)
+	if got, want := a.Offset(12*physic.Volt), 197500*physic.MicroWatt; got != want {
+		t.Fatalf("Offset(12 V) = %v, want %v", got, want)
 	}
-	if a.OffsetUW(24_000_000) <= a.OffsetUW(12_000_000) {
-		t.Fatal("offset does not grow with bus voltage")
+	if a.Offset(-12*physic.Volt) != a.Offset(12*physic.Volt) || a.Offset(24*physic.Volt) <= a.Offset(12*physic.Volt) {
+		t.Fatal("offset not symmetric or not growing with bus voltage")
+	}
+	// 15 A × (12 V × 1.001 + 7.5 mV) = 180.2925 W.
+	if got, want := a.FullScale(12*physic.Volt), 180292500*physic.MicroWatt; got != want {
+		t.Fatalf("FullScale(12 V) = %v, want %v", got, want)
+	}
+	cfg := example
+	cfg.DeclaredPPM = 5000
+	if got := rig(t, cfg, inatest.Options{}).Dev.Info().Accuracy.DeclaredPPM; got != 5000 {
+		t.Fatalf("DeclaredPPM %d, want 5000", got)
 	}
 }
 
 func TestClosed(t *testing.T) {
-	d, _ := open(t, example)
-	d.Close()
-	if _, err := d.Next(context.Background()); err == nil {
+	r := rig(t, example, inatest.Options{})
+	r.Dev.Close()
+	if _, err := r.Dev.Next(context.Background()); err == nil {
 		t.Fatal("Next after Close succeeded")
 	}
 }
@@ -338,39 +249,34 @@ func TestDerivedLSBFitsRegister(t *testing.T) {
 		r, imax int64
 	}{{2000, 1_000_000}, {2000, 10_000_000}, {100, 100_000}, {50_000, 1_600_000}}
 	for _, tt := range tests {
-		d, chip := open(t, Config{ShuntMicroOhms: tt.r, MaxCurrentUA: tt.imax})
-		cal := chip.Reg(inasim.RegCal)
-		if cal == 0 || cal > 0x7FFF || cal != d.Calibration() {
+		r := rig(t, Config{ShuntMicroOhms: tt.r, MaxCurrentUA: tt.imax}, inatest.Options{})
+		cal := r.Chip.Reg(inasim.RegCal)
+		if cal == 0 || cal > 0x7FFF || cal != r.Dev.Calibration() {
 			t.Fatalf("R=%d Imax=%d: CAL %d", tt.r, tt.imax, cal)
 		}
-		if lsb := d.CurrentLSBNanoAmps(); lsb*32767 < float64(tt.imax)*1000 {
+		if lsb := r.Dev.CurrentLSB(); lsb*32767 < float64(tt.imax)*1000 {
 			t.Fatalf("R=%d Imax=%d: Current_LSB %.1f nA cannot reach the maximum", tt.r, tt.imax, lsb)
 		}
 	}
 }
 
-// BenchmarkNext measures the driver's cost per conversion on the
-// simulated bus and reports the I²C register reads it spends per sample
-// (at 400 kHz each read is about 0.12 ms on a real bus).
+// BenchmarkNext measures one Next on the simulated bus at the fast preset
+// and reports the register reads it spends per conversion.
 func BenchmarkNext(b *testing.B) {
-	bus := inasim.NewBus("sim")
-	chip := bus.Add(inasim.INA226, addr)
-	d, err := Open(bus, addr, example)
-	if err != nil {
-		b.Fatal(err)
+	r := rig(b, withPreset(PresetFast), inatest.Options{Setup: randomLoad(time.Hour, 1)})
+	reads := func() int {
+		n := 0
+		for reg := byte(0); reg <= 7; reg++ {
+			n += r.Chip.Reads(reg)
+		}
+		return n
 	}
 	ctx := context.Background()
-	chip.SetInputs(20_000_000, 11_980_000)
-	before := chip.Reads(inasim.RegMask) + chip.Reads(inasim.RegShunt) + chip.Reads(inasim.RegBus) +
-		chip.Reads(inasim.RegCurrent) + chip.Reads(inasim.RegPower) + chip.Reads(inasim.RegCal) + chip.Reads(inasim.RegConfig)
-	b.ResetTimer()
+	before := reads()
 	for b.Loop() {
-		chip.Convert()
-		if _, err := d.Next(ctx); err != nil {
+		if _, err := r.Dev.Next(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
-	after := chip.Reads(inasim.RegMask) + chip.Reads(inasim.RegShunt) + chip.Reads(inasim.RegBus) +
-		chip.Reads(inasim.RegCurrent) + chip.Reads(inasim.RegPower) + chip.Reads(inasim.RegCal) + chip.Reads(inasim.RegConfig)
-	b.ReportMetric(float64(after-before)/float64(b.N), "reads/sample")
+	b.ReportMetric(float64(reads()-before)/float64(b.N), "reads/op")
 }

@@ -8,12 +8,19 @@
 // configuration register still holds the power-on value 0x399F. Any other
 // device that answers is listed as unidentified. Readings from I²C chips
 // are the bus and shunt voltages only, since current needs the shunt value.
+//
+// Each sensor found is listed with the kind of reading it would give when
+// metered (drivers.Kind): an I²C INA chip converts on its own clock
+// ("adc"), an hwmon rail with an energy accumulator is a "counter", and
+// hwmon power attributes and serial meters are "point" readings, which can
+// never support a hardware claim.
 package probe
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"meshd/drivers"
@@ -23,6 +30,7 @@ import (
 	"meshd/drivers/serialmeter"
 
 	"periph.io/x/conn/v3/i2c"
+	"periph.io/x/conn/v3/physic"
 )
 
 // Bus is an I²C bus to scan.
@@ -42,6 +50,8 @@ type Options struct {
 	UMPorts, LinePorts []string
 	// Timeout bounds the wait for each serial meter; 0 means 2 s.
 	Timeout time.Duration
+	// Clock stamps the readings; nil means drivers.System.
+	Clock drivers.Clock
 }
 
 // Found is one sensor, or one place that failed to answer as expected.
@@ -51,6 +61,9 @@ type Found struct {
 	Kind string
 	// Where locates it: "i2c-1:0x40", a hwmon rail, a device path.
 	Where string
+	// Reading is the kind of reading the sensor gives when metered; 0
+	// for a device that is not a known sensor.
+	Reading drivers.Kind
 	// Sample is what was read; nil when nothing could be.
 	Sample *drivers.Sample
 	// VoltagesOnly is set when current and power were not read (an I²C
@@ -64,15 +77,19 @@ type Found struct {
 
 // String renders a Found as one line.
 func (f Found) String() string {
-	s := fmt.Sprintf("%-12s %-28s", f.Kind, f.Where)
+	kind := "-"
+	if f.Reading != 0 {
+		kind = f.Reading.String()
+	}
+	s := fmt.Sprintf("%-12s %-28s %-7s", f.Kind, f.Where, kind)
 	switch {
 	case f.Err != nil:
 		s += " error: " + f.Err.Error()
 	case f.Sample != nil:
 		x := f.Sample
-		s += fmt.Sprintf(" bus %.3f V  shunt %.3f mV", float64(x.BusUV)/1e6, float64(x.ShuntNV)/1e6)
+		s += fmt.Sprintf(" bus %.3f V  shunt %.3f mV", float64(x.Bus)/float64(physic.Volt), float64(x.Shunt)/float64(physic.MilliVolt))
 		if !f.VoltagesOnly {
-			s += fmt.Sprintf("  current %.4f A  power %.4f W", float64(x.CurrentUA)/1e6, float64(x.PowerUW)/1e6)
+			s += fmt.Sprintf("  current %.4f A  power %.4f W", float64(x.Current)/float64(physic.Ampere), float64(x.Power)/float64(physic.Watt))
 		}
 	}
 	if f.Note != "" {
@@ -81,12 +98,14 @@ func (f Found) String() string {
 	return s
 }
 
-// ScanI2C probes 0x40–0x4F on each bus.
-func ScanI2C(buses []Bus) []Found {
+// ScanI2C probes 0x40–0x4F on each bus, stamping readings on clock (nil
+// means drivers.System).
+func ScanI2C(buses []Bus, clock drivers.Clock) []Found {
+	clock = drivers.ClockOr(clock)
 	var out []Found
 	for _, b := range buses {
 		for addr := uint16(0x40); addr <= 0x4F; addr++ {
-			if f, ok := probeAddr(b, addr); ok {
+			if f, ok := probeAddr(b, addr, clock); ok {
 				out = append(out, f)
 			}
 		}
@@ -94,11 +113,13 @@ func ScanI2C(buses []Bus) []Found {
 	return out
 }
 
-func probeAddr(b Bus, addr uint16) (Found, bool) {
+func probeAddr(b Bus, addr uint16, clock drivers.Clock) (Found, bool) {
 	where := fmt.Sprintf("%s:0x%02x", b.Name, addr)
 	err := ina226.Probe(b.Bus, addr)
 	if err == nil {
-		return voltages("ina226", where, func() (int64, int64, error) { return ina226.ReadVoltages(b.Bus, addr) }), true
+		return voltages("ina226", where, clock, func() (physic.ElectricPotential, physic.ElectricPotential, error) {
+			return ina226.ReadVoltages(b.Bus, addr)
+		}), true
 	}
 	if !errors.Is(err, drivers.ErrNoDevice) {
 		return Found{}, false // nothing acknowledged this address
@@ -108,40 +129,52 @@ func probeAddr(b Bus, addr uint16) (Found, bool) {
 		return Found{Kind: "i2c-unknown", Where: where, Err: err}, true
 	}
 	if cfg == ina219.PowerOnConfig {
-		return voltages("ina219", where, func() (int64, int64, error) { return ina219.ReadVoltages(b.Bus, addr) }), true
+		return voltages("ina219", where, clock, func() (physic.ElectricPotential, physic.ElectricPotential, error) {
+			return ina219.ReadVoltages(b.Bus, addr)
+		}), true
 	}
 	return Found{Kind: "i2c-unknown", Where: where,
 		Note: fmt.Sprintf("answers, not an INA226; config 0x%04x is not an INA219 at power-on (a configured INA219 cannot be told apart without a reset)", cfg)}, true
 }
 
-func voltages(kind, where string, read func() (int64, int64, error)) Found {
-	busUV, shuntNV, err := read()
+// voltages reads an INA chip's bus and shunt voltages once, at one
+// instant: discovery does not know the shunt, so it cannot meter.
+func voltages(kind, where string, clock drivers.Clock, read func() (physic.ElectricPotential, physic.ElectricPotential, error)) Found {
+	f := Found{Kind: kind, Where: where, Reading: drivers.KindConversion}
+	bus, shunt, err := read()
 	if err != nil {
-		return Found{Kind: kind, Where: where, Err: err}
+		f.Err = err
+		return f
 	}
-	return Found{Kind: kind, Where: where, Sample: &drivers.Sample{At: time.Now(), BusUV: busUV, ShuntNV: shuntNV},
-		VoltagesOnly: true, Note: "current and power need the shunt resistance"}
+	at := clock.Now()
+	f.Sample = &drivers.Sample{Start: at, End: at, Bus: bus, Shunt: shunt}
+	f.VoltagesOnly, f.Note = true, "current and power need the shunt resistance"
+	return f
 }
 
-// ScanHwmon reads each power rail under root once.
-func ScanHwmon(root string) ([]Found, error) {
+// ScanHwmon reads each power rail under root once, stamping readings on
+// clock (nil means drivers.System).
+func ScanHwmon(root string, clock drivers.Clock) ([]Found, error) {
 	rails, err := hwmon.Discover(root)
 	if err != nil {
 		return nil, err
 	}
 	var out []Found
 	for _, r := range rails {
-		f := Found{Kind: r.Chip, Where: "hwmon:" + r.String()}
-		s, err := hwmon.Open(r, hwmon.Options{})
+		f := Found{Kind: r.Chip, Where: "hwmon:" + r.String(), Reading: drivers.KindPoint}
+		if r.HasEnergy() {
+			f.Reading = drivers.KindCounter
+		}
+		smp, err := hwmon.Read(r, clock)
 		if err == nil {
-			var smp drivers.Sample
-			if smp, err = s.Read(); err == nil {
-				f.Sample = &smp
-			}
-			s.Close()
+			f.Sample = &smp
 		}
 		f.Err = err
-		if err == nil && !r.HasPower() {
+		switch {
+		case err != nil:
+		case r.HasEnergy():
+			f.Note = "power from the energy counter when metered"
+		case !r.HasPower():
 			f.Note = "power = V × I"
 		}
 		out = append(out, f)
@@ -149,15 +182,16 @@ func ScanHwmon(root string) ([]Found, error) {
 	return out, nil
 }
 
-// ScanSerial reads each UM and line meter once.
-func ScanSerial(ctx context.Context, umPorts, linePorts []string, timeout time.Duration) []Found {
+// ScanSerial reads each UM and line meter once, stamping readings on clock
+// (nil means drivers.System).
+func ScanSerial(ctx context.Context, umPorts, linePorts []string, timeout time.Duration, clock drivers.Clock) []Found {
 	if timeout <= 0 {
 		timeout = 2 * time.Second
 	}
 	var out []Found
 	for _, path := range umPorts {
-		f := Found{Kind: "UM", Where: path}
-		m, err := serialmeter.OpenUM(ctx, serialmeter.UMConfig{Path: path, Timeout: timeout})
+		f := Found{Kind: "UM", Where: path, Reading: drivers.KindPoint}
+		m, err := serialmeter.OpenUM(ctx, serialmeter.UMConfig{Path: path, Timeout: timeout, Clock: clock})
 		if err == nil {
 			f.Kind = m.Model().String()
 			var smp drivers.Sample
@@ -170,8 +204,10 @@ func ScanSerial(ctx context.Context, umPorts, linePorts []string, timeout time.D
 		out = append(out, f)
 	}
 	for _, path := range linePorts {
-		f := Found{Kind: "line", Where: path}
-		l, err := serialmeter.OpenLine(serialmeter.LineConfig{Path: path, Timeout: timeout})
+		f := Found{Kind: "line", Where: path, Reading: drivers.KindPoint}
+		// A probe reads one line and judges nothing against the meter's
+		// full scale, which it cannot know; metering needs the real one.
+		l, err := serialmeter.OpenLine(serialmeter.LineConfig{Path: path, Timeout: timeout, Clock: clock, MaxPower: math.MaxInt64})
 		if err == nil {
 			var smp drivers.Sample
 			if smp, err = l.Next(ctx); err == nil {
@@ -188,9 +224,9 @@ func ScanSerial(ctx context.Context, umPorts, linePorts []string, timeout time.D
 // Scan runs every scan the options ask for. An unreadable hwmon root is
 // reported as an error alongside whatever else was found.
 func Scan(ctx context.Context, opts Options) ([]Found, error) {
-	out := ScanI2C(opts.Buses)
-	hw, err := ScanHwmon(opts.HwmonRoot)
+	out := ScanI2C(opts.Buses, opts.Clock)
+	hw, err := ScanHwmon(opts.HwmonRoot, opts.Clock)
 	out = append(out, hw...)
-	out = append(out, ScanSerial(ctx, opts.UMPorts, opts.LinePorts, opts.Timeout)...)
+	out = append(out, ScanSerial(ctx, opts.UMPorts, opts.LinePorts, opts.Timeout, opts.Clock)...)
 	return out, err
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"meshd/drivers"
+
+	"periph.io/x/conn/v3/physic"
 )
 
 const (
@@ -19,10 +21,10 @@ const (
 // LineReading is one parsed line.
 type LineReading struct {
 	// UnixNS is the meter's timestamp in the "<unix_ns>,<µW>" form, else 0.
-	UnixNS    int64
-	BusUV     int64 // 0 in the timestamp form
-	CurrentUA int64 // 0 in the timestamp form
-	PowerUW   int64
+	UnixNS  int64
+	Bus     physic.ElectricPotential // 0 in the timestamp form
+	Current physic.ElectricCurrent   // 0 in the timestamp form
+	Power   physic.Power
 }
 
 // ParseLine parses one line of the line protocol (without its newline).
@@ -41,7 +43,11 @@ func ParseLine(line []byte) (LineReading, error) {
 		return LineReading{}, fmt.Errorf("serialmeter: line %q: second field: %w", line, err)
 	}
 	if x >= timestampNS {
-		return LineReading{UnixNS: x, PowerUW: y}, nil
+		const maxMicroWatts = 1 << 53 // keeps µW × 1000 inside int64
+		if y > maxMicroWatts || y < -maxMicroWatts {
+			return LineReading{}, fmt.Errorf("serialmeter: line %q: power out of range", line)
+		}
+		return LineReading{UnixNS: x, Power: physic.Power(y) * physic.MicroWatt}, nil
 	}
 	if x < 0 {
 		return LineReading{}, fmt.Errorf("serialmeter: line %q: negative millivolts", line)
@@ -50,7 +56,11 @@ func ParseLine(line []byte) (LineReading, error) {
 	if x > maxMilli || y > maxMilli || y < -maxMilli {
 		return LineReading{}, fmt.Errorf("serialmeter: line %q: value out of range", line)
 	}
-	return LineReading{BusUV: x * 1000, CurrentUA: y * 1000, PowerUW: x * y}, nil
+	return LineReading{
+		Bus:     physic.ElectricPotential(x) * physic.MilliVolt,
+		Current: physic.ElectricCurrent(y) * physic.MilliAmpere,
+		Power:   physic.Power(x*y) * physic.MicroWatt,
+	}, nil
 }
 
 // LineConfig configures a line-protocol meter.
@@ -60,33 +70,42 @@ type LineConfig struct {
 	// Baud is the line speed; 0 means 115200.
 	Baud int
 	// Timeout is how long a meter may stay without a valid line before
-	// Next fails; 0 means 2 s.
+	// Next fails; 0 means 2 s. Garbage counts as silence.
 	Timeout time.Duration
 	// UpdatePeriod is how often the meter sends a line; 0 means 100 ms.
 	UpdatePeriod time.Duration
-	// Averaged is the span each reading averages over, if the firmware
-	// averages; 0 for instantaneous readings.
-	Averaged time.Duration
-	// GainErr and OffsetUW are the meter's own error budget. A zero
-	// GainErr means unknown and is taken as 5 %, so that an undocumented
-	// meter never looks precise.
-	GainErr  float64
-	OffsetUW float64
+	// MaxPower is the meter's full scale: the most power it can measure.
+	// It is required, because the sampler charges the time between
+	// readings at it and no default could be right for every meter; a
+	// reading beyond it is flagged Overflow.
+	MaxPower physic.Power
+	// GainErr and Offset are the meter's own error budget. A zero GainErr
+	// means unknown and is taken as 5 %, so that an undocumented meter
+	// never looks precise.
+	GainErr float64
+	Offset  physic.Power
+	// Clock stamps readings; nil means drivers.System.
+	Clock drivers.Clock
 	// Name overrides the sensor name; empty means "line@<path>".
 	Name string
 }
 
 // Line is an open line-protocol meter.
 type Line struct {
-	p       port
-	cfg     LineConfig
-	name    string
-	buf     []byte
-	skip    bool // discarding an over-long line up to its newline
-	lastTS  int64
-	garbled atomic.Uint64
-	dups    atomic.Uint64
-	closed  bool
+	p     port
+	cfg   LineConfig
+	clock drivers.Clock
+	name  string
+	info  drivers.Info
+	buf   []byte
+	skip  bool // discarding an over-long line up to its newline
+	// The bytes in buf arrived between since and at: since is when the
+	// read before the latest one returned, at when the latest returned.
+	since, at time.Time
+	lastTS    int64
+	garbled   atomic.Uint64
+	dups      atomic.Uint64
+	closed    bool
 }
 
 // OpenLine opens the port. It does not wait for a first line.
@@ -94,40 +113,54 @@ func OpenLine(cfg LineConfig) (*Line, error) {
 	if cfg.Baud == 0 {
 		cfg.Baud = 115200
 	}
+	if cfg.Baud < 0 {
+		return nil, fmt.Errorf("serialmeter: %s: negative baud rate %d", cfg.Path, cfg.Baud)
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
 	if cfg.UpdatePeriod <= 0 {
 		cfg.UpdatePeriod = 100 * time.Millisecond
 	}
+	if cfg.MaxPower <= 0 {
+		return nil, fmt.Errorf("serialmeter: %s: LineConfig.MaxPower (the meter's full scale) is required", cfg.Path)
+	}
 	if cfg.GainErr == 0 {
 		cfg.GainErr = 0.05
 	}
-	if cfg.GainErr < 0 || cfg.OffsetUW < 0 {
-		return nil, fmt.Errorf("serialmeter: negative error budget (gain %v, offset %v µW)", cfg.GainErr, cfg.OffsetUW)
+	if cfg.GainErr < 0 || cfg.Offset < 0 {
+		return nil, fmt.Errorf("serialmeter: negative error budget (gain %v, offset %v)", cfg.GainErr, cfg.Offset)
 	}
 	p, err := openPort(cfg.Path, cfg.Baud)
 	if err != nil {
 		return nil, err
 	}
-	l := &Line{p: p, cfg: cfg, name: cfg.Name}
+	l := &Line{p: p, cfg: cfg, clock: drivers.ClockOr(cfg.Clock), name: cfg.Name}
 	if l.name == "" {
 		l.name = "line@" + cfg.Path
 	}
+	off, full := cfg.Offset, cfg.MaxPower
+	l.info = drivers.Info{
+		Kind:      drivers.KindPoint,
+		Period:    cfg.UpdatePeriod,
+		MaxPeriod: cfg.UpdatePeriod,
+		Accuracy: drivers.Accuracy{
+			GainErr:   cfg.GainErr,
+			Offset:    func(physic.ElectricPotential) physic.Power { return off },
+			FullScale: func(physic.ElectricPotential) physic.Power { return full },
+		},
+	}
+	l.since = l.clock.Now()
+	l.at = l.since
 	return l, nil
 }
 
 // Name implements drivers.Sensor.
 func (l *Line) Name() string { return l.name }
 
-// UpdatePeriod is the configured line rate.
-func (l *Line) UpdatePeriod() time.Duration { return l.cfg.UpdatePeriod }
-
-// Accuracy is the configured budget.
-func (l *Line) Accuracy() drivers.Accuracy {
-	off := l.cfg.OffsetUW
-	return drivers.Accuracy{GainErr: l.cfg.GainErr, OffsetUW: func(int64) float64 { return off }}
-}
+// Info implements drivers.Sensor: a point sampler at the configured line
+// rate.
+func (l *Line) Info() drivers.Info { return l.info }
 
 // Garbled counts the lines skipped because they did not parse.
 func (l *Line) Garbled() uint64 { return l.garbled.Load() }
@@ -136,11 +169,17 @@ func (l *Line) Garbled() uint64 { return l.garbled.Load() }
 func (l *Line) Duplicates() uint64 { return l.dups.Load() }
 
 // Next returns the next valid line, in the order the meter sent them.
+//
+// A line is stamped when its newline reached the port: no later than the
+// read that returned it, less the wire time of the bytes that followed it
+// in that read. Uncertainty covers the read's window (since the previous
+// read returned: the line may have waited in the port's buffer) and the
+// line's own wire time (the meter measured before it sent).
 func (l *Line) Next(ctx context.Context) (drivers.Sample, error) {
 	if l.closed {
 		return drivers.Sample{}, fmt.Errorf("%s: closed", l.name)
 	}
-	deadline := time.Now().Add(l.cfg.Timeout)
+	b := newBudget(l.clock, l.cfg.Timeout, l.cfg.Baud)
 	var chunk [256]byte
 	for {
 		for {
@@ -169,9 +208,12 @@ func (l *Line) Next(ctx context.Context) (drivers.Sample, error) {
 				}
 				l.lastTS = r.UnixNS
 			}
+			end := l.at.Add(-wireTime(len(l.buf), l.cfg.Baud))
 			return drivers.Sample{
-				At: time.Now(), Averaged: l.cfg.Averaged,
-				BusUV: r.BusUV, CurrentUA: r.CurrentUA, PowerUW: r.PowerUW,
+				Start: end, End: end,
+				Uncertainty: max(end.Sub(l.since), 0) + wireTime(len(line)+1, l.cfg.Baud),
+				Bus:         r.Bus, Current: r.Current, Power: r.Power,
+				Overflow: r.Power > l.cfg.MaxPower || r.Power < -l.cfg.MaxPower,
 			}, nil
 		}
 		if len(l.buf) > maxLine {
@@ -182,13 +224,14 @@ func (l *Line) Next(ctx context.Context) (drivers.Sample, error) {
 		if err := ctx.Err(); err != nil {
 			return drivers.Sample{}, err
 		}
-		if time.Now().After(deadline) {
-			return drivers.Sample{}, fmt.Errorf("serialmeter: %s: no valid line for %v", l.cfg.Path, l.cfg.Timeout)
+		if b.expired() {
+			return drivers.Sample{}, fmt.Errorf("serialmeter: %s: no valid line for %v: %w", l.cfg.Path, l.cfg.Timeout, drivers.ErrStalled)
 		}
-		n, err := readSome(l.p, chunk[:])
+		n, err := b.read(l.p, chunk[:])
 		if err != nil {
 			return drivers.Sample{}, fmt.Errorf("serialmeter: %s: %w", l.cfg.Path, err)
 		}
+		l.since, l.at = l.at, l.clock.Now()
 		l.buf = append(l.buf, chunk[:n]...)
 	}
 }

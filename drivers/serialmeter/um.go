@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"meshd/drivers"
+
+	"periph.io/x/conn/v3/physic"
 )
 
 // Model is an RDTech UM meter, by the id at the start of its reply.
@@ -34,14 +36,20 @@ func (m Model) String() string {
 // FrameLen is the length of a UM reply.
 const FrameLen = 130
 
-// UMReading is what one UM reply says, in micro-units.
+// UMReading is what one UM reply says.
 type UMReading struct {
-	Model     Model
-	BusUV     int64
-	CurrentUA int64
-	// ReportedPowerUW is the meter's own power field (1 mW resolution).
-	ReportedPowerUW int64
-	TempC           int
+	Model   Model
+	Bus     physic.ElectricPotential
+	Current physic.ElectricCurrent
+	// ReportedPower is the meter's own power field (1 mW resolution).
+	ReportedPower physic.Power
+	TempC         int
+}
+
+// Power is Bus × Current, finer than the meter's 1 mW power field; both
+// come from the same reply.
+func (r UMReading) Power() physic.Power {
+	return physic.Power(int64(r.Bus/physic.MicroVolt) * int64(r.Current/physic.MicroAmpere) / 1000)
 }
 
 // ParseUM decodes a 130-byte reply. Voltage and current scales differ by
@@ -52,19 +60,44 @@ func ParseUM(b []byte) (UMReading, error) {
 		return UMReading{}, fmt.Errorf("serialmeter: UM reply of %d bytes, want %d", len(b), FrameLen)
 	}
 	r := UMReading{Model: Model(binary.BigEndian.Uint16(b[0:]))}
-	v := int64(binary.BigEndian.Uint16(b[2:]))
-	i := int64(binary.BigEndian.Uint16(b[4:]))
+	v := physic.ElectricPotential(binary.BigEndian.Uint16(b[2:]))
+	i := physic.ElectricCurrent(binary.BigEndian.Uint16(b[4:]))
 	switch r.Model {
 	case UM25C:
-		r.BusUV, r.CurrentUA = v*1000, i*100
+		r.Bus, r.Current = v*physic.MilliVolt, i*100*physic.MicroAmpere
 	case UM24C, UM34C:
-		r.BusUV, r.CurrentUA = v*10000, i*1000
+		r.Bus, r.Current = v*10*physic.MilliVolt, i*physic.MilliAmpere
 	default:
 		return UMReading{}, fmt.Errorf("serialmeter: unknown UM model id 0x%04x: %w", uint16(r.Model), drivers.ErrNoDevice)
 	}
-	r.ReportedPowerUW = int64(binary.BigEndian.Uint32(b[6:])) * 1000
+	r.ReportedPower = physic.Power(binary.BigEndian.Uint32(b[6:])) * physic.MilliWatt
 	r.TempC = int(binary.BigEndian.Uint16(b[10:]))
 	return r, nil
+}
+
+// Rating is a meter's measuring range from its vendor specification.
+type Rating struct {
+	MaxVoltage physic.ElectricPotential
+	MaxCurrent physic.ElectricCurrent
+}
+
+// Power is the largest power the meter measures.
+func (r Rating) Power() physic.Power {
+	return physic.Power(int64(r.MaxVoltage/physic.MilliVolt) * int64(r.MaxCurrent/physic.MilliAmpere) * int64(physic.MicroWatt))
+}
+
+// Rating is the model's range: UM25C 4–24 V, 0–5 A; UM24C 4.5–24 V,
+// 0–3 A; UM34C 4–24 V, 0–4 A.
+func (m Model) Rating() Rating {
+	switch m {
+	case UM25C:
+		return Rating{24 * physic.Volt, 5 * physic.Ampere}
+	case UM24C:
+		return Rating{24 * physic.Volt, 3 * physic.Ampere}
+	case UM34C:
+		return Rating{24 * physic.Volt, 4 * physic.Ampere}
+	}
+	return Rating{}
 }
 
 // UMConfig configures a UM meter on a serial port.
@@ -78,6 +111,9 @@ type UMConfig struct {
 	PollInterval time.Duration
 	// Timeout bounds the wait for a reply; 0 means 1 s.
 	Timeout time.Duration
+	// Clock stamps readings and paces requests, and with port time
+	// measures Timeout; nil means drivers.System.
+	Clock drivers.Clock
 	// Name overrides the sensor name; empty means "um25c@<path>" etc.
 	Name string
 }
@@ -86,9 +122,11 @@ type UMConfig struct {
 type UM struct {
 	p      port
 	cfg    UMConfig
+	clock  drivers.Clock
+	pacer  *drivers.Pacer
 	model  Model
 	name   string
-	last   time.Time
+	info   drivers.Info
 	closed bool
 }
 
@@ -96,6 +134,9 @@ type UM struct {
 func OpenUM(ctx context.Context, cfg UMConfig) (*UM, error) {
 	if cfg.Baud == 0 {
 		cfg.Baud = 9600
+	}
+	if cfg.Baud < 0 {
+		return nil, fmt.Errorf("serialmeter: %s: negative baud rate %d", cfg.Path, cfg.Baud)
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 500 * time.Millisecond
@@ -107,8 +148,9 @@ func OpenUM(ctx context.Context, cfg UMConfig) (*UM, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &UM{p: p, cfg: cfg, name: cfg.Name}
-	r, err := m.query(ctx)
+	clock := drivers.ClockOr(cfg.Clock)
+	m := &UM{p: p, cfg: cfg, clock: clock, name: cfg.Name, pacer: drivers.NewPacer(clock, cfg.PollInterval)}
+	r, _, err := m.query(ctx)
 	if err != nil {
 		p.Close()
 		return nil, err
@@ -117,29 +159,37 @@ func OpenUM(ctx context.Context, cfg UMConfig) (*UM, error) {
 	if m.name == "" {
 		m.name = fmt.Sprintf("%s@%s", map[Model]string{UM24C: "um24c", UM25C: "um25c", UM34C: "um34c"}[r.Model], cfg.Path)
 	}
+	m.info = drivers.Info{
+		Kind:      drivers.KindPoint,
+		Period:    cfg.PollInterval,
+		MaxPeriod: cfg.PollInterval,
+		Accuracy:  umAccuracy(m.model),
+	}
 	return m, nil
 }
 
 // query sends one request and reads one valid reply, resynchronising once.
-func (m *UM) query(ctx context.Context) (UMReading, error) {
+// took is the time from the request to the reply's last byte.
+func (m *UM) query(ctx context.Context) (r UMReading, took time.Duration, err error) {
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
 		if attempt > 0 {
-			drain(ctx, m.p, m.cfg.Timeout)
+			drain(ctx, newBudget(m.clock, m.cfg.Timeout, m.cfg.Baud), m.p)
 		}
 		if err := m.p.Flush(); err != nil {
-			return UMReading{}, fmt.Errorf("serialmeter: %s: flush: %w", m.cfg.Path, err)
+			return UMReading{}, 0, fmt.Errorf("serialmeter: %s: flush: %w", m.cfg.Path, err)
 		}
+		start := m.clock.Now()
 		if _, err := m.p.Write([]byte{0xF0}); err != nil {
-			return UMReading{}, fmt.Errorf("serialmeter: %s: request: %w", m.cfg.Path, err)
+			return UMReading{}, 0, fmt.Errorf("serialmeter: %s: request: %w", m.cfg.Path, err)
 		}
 		buf := make([]byte, FrameLen)
-		n, err := readFull(ctx, m.p, buf, time.Now().Add(m.cfg.Timeout))
+		n, err := readFull(ctx, newBudget(m.clock, m.cfg.Timeout, m.cfg.Baud), m.p, buf)
 		if ctx.Err() != nil {
-			return UMReading{}, ctx.Err()
+			return UMReading{}, 0, ctx.Err()
 		}
 		if errors.Is(err, errTimeout) && n == 0 {
-			return UMReading{}, fmt.Errorf("serialmeter: %s: meter silent for %v after a request", m.cfg.Path, m.cfg.Timeout)
+			return UMReading{}, 0, fmt.Errorf("serialmeter: %s: meter silent for %v after a request: %w", m.cfg.Path, m.cfg.Timeout, drivers.ErrStalled)
 		}
 		if err != nil {
 			lastErr = fmt.Errorf("serialmeter: %s: reply cut short at %d of %d bytes: %w", m.cfg.Path, n, FrameLen, err)
@@ -153,9 +203,9 @@ func (m *UM) query(ctx context.Context) (UMReading, error) {
 			lastErr = fmt.Errorf("serialmeter: %s: %w", m.cfg.Path, err)
 			continue
 		}
-		return r, nil
+		return r, m.clock.Now().Sub(start), nil
 	}
-	return UMReading{}, lastErr
+	return UMReading{}, 0, lastErr
 }
 
 // Model returns the meter's model.
@@ -164,70 +214,73 @@ func (m *UM) Model() Model { return m.model }
 // Name implements drivers.Sensor.
 func (m *UM) Name() string { return m.name }
 
-// UpdatePeriod is the poll interval.
-func (m *UM) UpdatePeriod() time.Duration { return m.cfg.PollInterval }
+// Info implements drivers.Sensor: a point sampler polled every
+// PollInterval.
+func (m *UM) Info() drivers.Info { return m.info }
 
-// Accuracy uses the vendors' specifications (not datasheet-grade): UM25C
+// umAccuracy uses the vendors' specifications (not datasheet-grade): UM25C
 // voltage ±0.05 % + 2 digits (1 mV), current ±0.1 % + 4 digits (0.1 mA);
 // UM24C and UM34C ±1 % + 2 digits (10 mV / 1 mA) on each. The current
-// digits are seen as power at the bus voltage; the voltage digits at the
-// meters' 5 A (UM25C) or 3 A / 4 A full scale.
-func (m *UM) Accuracy() drivers.Accuracy {
-	gain, curDigitUA, voltDigitsUW := 0.0015, 400.0, 2e-3*5e6
-	switch m.model {
-	case UM24C:
-		gain, curDigitUA, voltDigitsUW = 0.02, 2000, 20e-3*3e6
-	case UM34C:
-		gain, curDigitUA, voltDigitsUW = 0.02, 2000, 20e-3*4e6
+// digits are seen as power at the bus voltage, the voltage digits at the
+// meter's rated current. Full scale is the rating: the meter measures
+// nothing beyond it.
+func umAccuracy(model Model) drivers.Accuracy {
+	gain := 0.0015
+	curDigits, voltDigits := 400*physic.MicroAmpere, 2*physic.MilliVolt
+	switch model {
+	case UM24C, UM34C:
+		gain, curDigits, voltDigits = 0.02, 2*physic.MilliAmpere, 20*physic.MilliVolt
 	}
+	rating := model.Rating()
+	voltTerm := physic.Power(int64(voltDigits/physic.MicroVolt) * int64(rating.MaxCurrent/physic.MicroAmpere) / 1000)
+	full := rating.Power()
 	return drivers.Accuracy{
 		GainErr: gain,
-		OffsetUW: func(busUV int64) float64 {
-			if busUV < 0 {
-				busUV = -busUV
+		Offset: func(bus physic.ElectricPotential) physic.Power {
+			if bus < 0 {
+				bus = -bus
 			}
-			return float64(busUV)*curDigitUA/1e6 + voltDigitsUW
+			return physic.Power(int64(bus/physic.MicroVolt)*int64(curDigits/physic.MicroAmpere)/1000) + voltTerm
 		},
+		FullScale: func(physic.ElectricPotential) physic.Power { return full },
 	}
 }
 
-// Read queries the meter now. PowerUW is voltage × current from the same
-// reply, finer than the meter's 1 mW power field.
+// Read queries the meter now, unpaced. Power is voltage × current from the
+// same reply, finer than the meter's 1 mW power field. The reading is
+// stamped when the reply has arrived; the meter took it somewhere within
+// the transaction, which Uncertainty covers (at least the time the
+// request and the reply take on the wire).
 func (m *UM) Read(ctx context.Context) (drivers.Sample, error) {
 	if m.closed {
 		return drivers.Sample{}, fmt.Errorf("%s: closed", m.name)
 	}
-	r, err := m.query(ctx)
+	r, took, err := m.query(ctx)
 	if err != nil {
 		return drivers.Sample{}, err
 	}
-	return drivers.Sample{
-		At:        time.Now(),
-		BusUV:     r.BusUV,
-		CurrentUA: r.CurrentUA,
-		PowerUW:   r.BusUV * r.CurrentUA / 1_000_000,
-	}, nil
+	at := m.clock.Now()
+	smp := drivers.Sample{
+		Start: at, End: at,
+		Uncertainty: max(took, wireTime(1+FrameLen, m.cfg.Baud)),
+		Bus:         r.Bus,
+		Current:     r.Current,
+		Power:       r.Power(),
+	}
+	rating := m.model.Rating()
+	smp.Overflow = smp.Bus > rating.MaxVoltage || smp.Current > rating.MaxCurrent || smp.Current < -rating.MaxCurrent
+	return smp, nil
 }
 
-// Next waits out the poll interval since the previous reply and queries.
+// Next waits out the poll interval since the previous request and queries.
 func (m *UM) Next(ctx context.Context) (drivers.Sample, error) {
-	if !m.last.IsZero() {
-		if wait := time.Until(m.last.Add(m.cfg.PollInterval)); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return drivers.Sample{}, ctx.Err()
-			case <-t.C:
-			}
-		}
+	if m.closed {
+		return drivers.Sample{}, fmt.Errorf("%s: closed", m.name)
 	}
-	s, err := m.Read(ctx)
-	if err != nil {
+	if _, err := m.pacer.Wait(ctx); err != nil {
 		return drivers.Sample{}, err
 	}
-	m.last = s.At
-	return s, nil
+	return m.Read(ctx)
 }
 
 // Close closes the port.

@@ -72,7 +72,7 @@ type Engine struct {
 	cancel   context.CancelFunc
 }
 
-var _ engine.Backend = (*Engine)(nil)
+var _ engine.Slotted = (*Engine)(nil)
 
 // New checks cfg, locates the runner and computes the recipe (hashing the
 // model files unless cfg.Recipes already knows them). It starts nothing.
@@ -393,6 +393,21 @@ func (e *Engine) ready(ctx context.Context) (*instance, error) {
 	}
 }
 
+// slotKey marks a context that holds an engine's slot (see Acquire).
+type slotKey struct{}
+
+// Acquire implements engine.Slotted: it takes the engine's one serving
+// slot, so that the caller can open its meter window after the wait.
+func (e *Engine) Acquire(ctx context.Context) (context.Context, func(), error) {
+	select {
+	case e.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("waiting for the engine: %w", ctx.Err())
+	}
+	var once sync.Once
+	return context.WithValue(ctx, slotKey{}, e), func() { once.Do(func() { <-e.slot }) }, nil
+}
+
 // Serve implements engine.Backend: one /completion on the healthy child.
 // The prompt must be UTF-8 text whose content id is req.PromptHash.
 func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (engine.Result, error) {
@@ -407,11 +422,13 @@ func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte
 		// other than the one whose hash the receipt names.
 		return engine.Result{}, fmt.Errorf("serve: %w: the prompt is not valid UTF-8 text", wire.ErrBadRequest)
 	}
-	select {
-	case e.slot <- struct{}{}:
-		defer func() { <-e.slot }()
-	case <-ctx.Done():
-		return engine.Result{}, fmt.Errorf("serve: waiting for the engine: %w", ctx.Err())
+	if held, _ := ctx.Value(slotKey{}).(*Engine); held != e {
+		select {
+		case e.slot <- struct{}{}:
+			defer func() { <-e.slot }()
+		case <-ctx.Done():
+			return engine.Result{}, fmt.Errorf("serve: waiting for the engine: %w", ctx.Err())
+		}
 	}
 	in, err := e.ready(ctx)
 	if err != nil {

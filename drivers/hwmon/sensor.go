@@ -1,0 +1,408 @@
+package hwmon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"path/filepath"
+	"time"
+
+	"meshd/drivers"
+
+	"periph.io/x/conn/v3/physic"
+)
+
+// DefaultInterval paces reads where the chip publishes no update_interval
+// and Options.Interval is zero.
+const DefaultInterval = 100 * time.Millisecond
+
+// ErrCounterReset is wrapped when an energy counter fell by more than a
+// wrap of its width can explain: the chip was reset or reconfigured, and
+// the energy since the previous read is unknown.
+var ErrCounterReset = errors.New("energy counter reset")
+
+// Options tunes a Sensor.
+type Options struct {
+	// Clock stamps and paces reads; nil means drivers.System.
+	Clock drivers.Clock
+	// Interval is the time between reads; 0 means the chip's
+	// update_interval, else DefaultInterval. It is never shorter than
+	// update_interval: reading faster only sees the same value again.
+	Interval time.Duration
+	// StaleAfter is the least time identical readings are believed; the
+	// window is max(3 × update_interval, StaleAfter), with the read
+	// interval standing in where the chip publishes no update_interval.
+	StaleAfter time.Duration
+	// MaxPower, when positive, replaces the full scale computed from the
+	// chip's shunt range, e.g. where a fuse or regulator limits the rail
+	// below it.
+	MaxPower physic.Power
+	// ShuntMicroOhms is the shunt resistance where the kernel publishes
+	// none (the ina238 family keeps the device tree's value to itself);
+	// such rails cannot be opened without it. A published
+	// shunt*_resistor attribute takes precedence: it is what the kernel
+	// scales by.
+	ShuntMicroOhms int64
+	// Name overrides the sensor name; empty means "hwmon:" + Rail.String().
+	Name string
+}
+
+// Sensor reads one rail. Next must not be called from several goroutines
+// at once.
+type Sensor struct {
+	rail  Rail
+	chip  chip
+	name  string
+	clock drivers.Clock
+	pacer *drivers.Pacer
+	info  drivers.Info
+	conv  time.Duration // how often the chip updates a value
+	stale time.Duration
+	// modulus is the energy counter's range in µJ: its width in counts
+	// times the kernel's step.
+	modulus uint64
+
+	seen      bool
+	last      reading
+	changedAt time.Time
+
+	primed     bool
+	base       reading
+	contiguous bool // the next counter sample may claim to follow the last
+	wraps      uint64
+	closed     bool
+}
+
+// reading is one set of attribute values, raw as sysfs gives them.
+type reading struct {
+	at                              time.Time     // when the last attribute had been read
+	took                            time.Duration // how long the attribute reads took
+	bus, shunt, curr, power, energy int64
+}
+
+// same reports whether every attribute is identical, the sign of a frozen
+// chip or driver.
+func (r reading) same(o reading) bool {
+	return r.bus == o.bus && r.shunt == o.shunt && r.curr == o.curr && r.power == o.power && r.energy == o.energy
+}
+
+// Open prepares rail for reading, checks that it can be read now and takes
+// the first reading (the counter's base).
+func Open(rail Rail, opts Options) (*Sensor, error) {
+	c, ok := chips[rail.Chip]
+	if !ok {
+		return nil, fmt.Errorf("hwmon: chip %q is not a known power monitor", rail.Chip)
+	}
+	s := &Sensor{rail: rail, chip: c, name: opts.Name, clock: drivers.ClockOr(opts.Clock)}
+	if s.name == "" {
+		s.name = "hwmon:" + rail.String()
+	}
+	var update time.Duration
+	if ms, err := readInt(filepath.Join(rail.Dir, "update_interval")); err == nil {
+		if ms <= 0 {
+			return nil, fmt.Errorf("%s: update_interval %d ms is not positive", s.name, ms)
+		}
+		update = time.Duration(ms) * time.Millisecond
+	}
+	pace := opts.Interval
+	if pace <= 0 {
+		pace = update
+	}
+	if pace <= 0 {
+		pace = DefaultInterval
+	}
+	pace = max(pace, update)
+	s.conv = c.conv
+	if update > 0 {
+		s.conv = update
+	}
+	staleBase := update
+	if staleBase <= 0 {
+		staleBase = pace
+	}
+	s.stale = max(3*staleBase, opts.StaleAfter)
+
+	r, err := shuntOf(rail, c, opts.ShuntMicroOhms)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.name, err)
+	}
+	acc := accuracy(c, r, opts.MaxPower)
+	s.info = drivers.Info{Kind: drivers.KindPoint, Period: pace, MaxPeriod: pace, Accuracy: acc}
+	if rail.HasEnergy() {
+		lsbUJ := uint64(acc.Quantum / physic.MicroJoule)
+		if lsbUJ == 0 {
+			return nil, fmt.Errorf("%s: energy step below 1 µJ at %d µΩ", s.name, r)
+		}
+		s.modulus = lsbUJ << c.energyBits
+		if s.modulus>>c.energyBits != lsbUJ {
+			return nil, fmt.Errorf("%s: energy counter range overflows at %d µJ per count", s.name, lsbUJ)
+		}
+		// A late read still chains: the accumulator integrates through
+		// it. MaxPeriod allows one conversion of placement either way.
+		s.info.Kind = drivers.KindCounter
+		s.info.MaxPeriod = pace + s.conv
+	} else {
+		s.info.Accuracy.Quantum = 0
+	}
+	s.pacer = drivers.NewPacer(s.clock, pace)
+
+	if _, err := s.pacer.Wait(context.Background()); err != nil {
+		return nil, err
+	}
+	first, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	_ = s.note(first) // the first reading opens the freshness window; it cannot be stale
+	if s.info.Kind == drivers.KindCounter {
+		s.base, s.primed = first, true
+	}
+	return s, nil
+}
+
+// shuntOf is the resistance the kernel scales the rail by, in µΩ.
+func shuntOf(rail Rail, c chip, override int64) (int64, error) {
+	if c.fixedShunt > 0 {
+		return c.fixedShunt, nil
+	}
+	if c.shuntAttr {
+		for _, f := range []string{fmt.Sprintf("shunt%d_resistor", rail.Channel), "shunt_resistor"} {
+			v, err := readInt(filepath.Join(rail.Dir, f))
+			if err == nil && v > 0 {
+				return v, nil
+			}
+		}
+	}
+	if override > 0 {
+		return override, nil
+	}
+	return 0, fmt.Errorf("the kernel publishes no shunt resistor for %s: set Options.ShuntMicroOhms to the device tree's shunt-resistor", rail.Chip)
+}
+
+// Name implements drivers.Sensor.
+func (s *Sensor) Name() string { return s.name }
+
+// Info implements drivers.Sensor.
+func (s *Sensor) Info() drivers.Info { return s.info }
+
+// Rail returns the rail this sensor reads.
+func (s *Sensor) Rail() Rail { return s.rail }
+
+// Wraps is how many energy counter wraps the sensor has accounted for.
+func (s *Sensor) Wraps() uint64 { return s.wraps }
+
+// Close implements drivers.Sensor.
+func (s *Sensor) Close() error {
+	s.closed = true
+	return nil
+}
+
+// read reads every attribute of the rail once. The energy counter goes
+// first so that the stamp, taken after the last attribute, is late by no
+// more than the reads that Uncertainty includes.
+func (s *Sensor) read() (reading, error) {
+	start := s.clock.Now()
+	var r reading
+	for _, a := range []struct {
+		file string
+		v    *int64
+	}{{s.rail.energy, &r.energy}, {s.rail.bus, &r.bus}, {s.rail.shunt, &r.shunt}, {s.rail.curr, &r.curr}, {s.rail.power, &r.power}} {
+		if a.file == "" {
+			continue
+		}
+		v, err := readInt(filepath.Join(s.rail.Dir, a.file))
+		if err != nil {
+			return reading{}, fmt.Errorf("%s: %w", s.name, err)
+		}
+		*a.v = v
+	}
+	r.at = s.clock.Now()
+	r.took = r.at.Sub(start)
+	return r, nil
+}
+
+// note records r for the freshness check and reports whether it is stale:
+// every attribute unchanged for longer than the stale window.
+func (s *Sensor) note(r reading) error {
+	if !s.seen || !r.same(s.last) {
+		s.changedAt = r.at
+	}
+	s.seen, s.last = true, r
+	if since := r.at.Sub(s.changedAt); since > s.stale {
+		return fmt.Errorf("%s: every attribute unchanged for %v (longer than %v): %w", s.name, since, s.stale, drivers.ErrStale)
+	}
+	return nil
+}
+
+// Next waits for the next read, one interval after the previous, and
+// returns it: a point reading, or for a counter the mean power since the
+// previous good read. After an error a counter takes a fresh base first,
+// so the next sample it returns is not Contiguous.
+func (s *Sensor) Next(ctx context.Context) (drivers.Sample, error) {
+	for {
+		if s.closed {
+			return drivers.Sample{}, fmt.Errorf("%s: closed", s.name)
+		}
+		if _, err := s.pacer.Wait(ctx); err != nil {
+			return drivers.Sample{}, err
+		}
+		r, err := s.read()
+		if err == nil {
+			err = s.note(r)
+		}
+		if err != nil {
+			// A frozen or unreadable counter may have missed energy:
+			// the next sample must start from a read made after it.
+			s.primed = false
+			return drivers.Sample{}, err
+		}
+		if s.info.Kind != drivers.KindCounter {
+			return s.point(r), nil
+		}
+		if !s.primed {
+			s.base, s.primed, s.contiguous = r, true, false
+			continue
+		}
+		return s.counter(r)
+	}
+}
+
+// point turns r into a point sample.
+func (s *Sensor) point(r reading) drivers.Sample {
+	smp := s.values(r)
+	smp.Start, smp.End = r.at, r.at
+	// The latched value may be a full update old at the read.
+	smp.Uncertainty = r.took + s.conv
+	smp.Overflow = abs(smp.Power) > s.info.Accuracy.FullScale(smp.Bus)
+	return smp
+}
+
+// counter turns the counter's advance from the base to r into a sample.
+func (s *Sensor) counter(r reading) (drivers.Sample, error) {
+	prev, cur := uint64(s.base.energy), uint64(r.energy)
+	dt := r.at.Sub(s.base.at)
+	var d uint64
+	wrapped := cur < prev
+	if wrapped {
+		d = s.modulus - prev + cur
+		// A wrap is believable only if the chip could have counted that
+		// much in the time at its full scale, with a conversion of
+		// slack at either end.
+		most := energyOf(s.info.Accuracy.FullScale(s.chip.busMax), dt+2*s.conv)
+		if prev > s.modulus || physic.Energy(min(d, math.MaxInt64/1000))*physic.MicroJoule > most {
+			s.base, s.contiguous = r, false
+			return drivers.Sample{}, fmt.Errorf("%s: energy counter fell from %d to %d µJ: %w", s.name, prev, cur, ErrCounterReset)
+		}
+	} else {
+		d = cur - prev
+	}
+	e := physic.Energy(min(d, math.MaxInt64/1000)) * physic.MicroJoule
+	smp := s.values(r)
+	smp.Start, smp.End = s.base.at, r.at
+	smp.Uncertainty = s.conv + r.took
+	smp.Contiguous = s.contiguous
+	smp.Power = powerOf(e, dt)
+	if s.chip.deadDen > 0 {
+		smp.Dead = time.Duration((int64(dt)*s.chip.deadNum + s.chip.deadDen - 1) / s.chip.deadDen)
+	}
+	// The mean cannot exceed full scale at the higher of the bus
+	// voltages seen at either end without the chip having overflowed.
+	fsBus := max(absV(s.base.bus), absV(r.bus)) * physic.MilliVolt
+	smp.Overflow = smp.Power > s.info.Accuracy.FullScale(fsBus)
+	if wrapped {
+		s.wraps++
+	}
+	s.base, s.contiguous = r, true
+	return smp, nil
+}
+
+// values converts r's attributes to physic units: bus mV, shunt mV (µV on
+// the ina3221), current mA, power µW. power1_input is a magnitude; it
+// takes the current's sign. Without it, power is V × I, exact in µW.
+func (s *Sensor) values(r reading) drivers.Sample {
+	shuntUnit := physic.MilliVolt
+	if s.chip.shuntInMicro {
+		shuntUnit = physic.MicroVolt
+	}
+	smp := drivers.Sample{
+		Bus:     physic.ElectricPotential(r.bus) * physic.MilliVolt,
+		Shunt:   physic.ElectricPotential(r.shunt) * shuntUnit,
+		Current: physic.ElectricCurrent(r.curr) * physic.MilliAmpere,
+	}
+	if s.rail.power != "" {
+		smp.Power = physic.Power(r.power) * physic.MicroWatt
+		if r.curr < 0 {
+			smp.Power = -smp.Power
+		}
+	} else {
+		smp.Power = physic.Power(r.bus*r.curr) * physic.MicroWatt
+	}
+	return smp
+}
+
+// Read reads rail once, now, as a point reading stamped on clock (nil
+// means drivers.System), without pacing, freshness check or error budget:
+// what discovery shows.
+func Read(rail Rail, clock drivers.Clock) (drivers.Sample, error) {
+	c, ok := chips[rail.Chip]
+	if !ok {
+		return drivers.Sample{}, fmt.Errorf("hwmon: chip %q is not a known power monitor", rail.Chip)
+	}
+	s := &Sensor{rail: rail, chip: c, name: "hwmon:" + rail.String(), clock: drivers.ClockOr(clock)}
+	r, err := s.read()
+	if err != nil {
+		return drivers.Sample{}, err
+	}
+	smp := s.values(r)
+	smp.Start, smp.End, smp.Uncertainty = r.at, r.at, r.took
+	return smp, nil
+}
+
+func absV(mv int64) physic.ElectricPotential {
+	if mv < 0 {
+		mv = -mv
+	}
+	return physic.ElectricPotential(mv)
+}
+
+func abs(p physic.Power) physic.Power {
+	if p < 0 {
+		return -p
+	}
+	return p
+}
+
+// nsPerS converts between nW·ns and nJ.
+const nsPerS = uint64(time.Second)
+
+// powerOf is e/dt rounded to the nearest nanowatt, exact in integers.
+func powerOf(e physic.Energy, dt time.Duration) physic.Power {
+	if dt <= 0 || e < 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(e), nsPerS)
+	lo, c := bits.Add64(lo, uint64(dt)/2, 0)
+	hi += c
+	if hi >= uint64(dt) {
+		return physic.Power(math.MaxInt64)
+	}
+	q, _ := bits.Div64(hi, lo, uint64(dt))
+	return physic.Power(min(q, math.MaxInt64))
+}
+
+// energyOf is p·dt, saturating.
+func energyOf(p physic.Power, dt time.Duration) physic.Energy {
+	if p <= 0 || dt <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(p), uint64(dt))
+	if hi >= nsPerS {
+		return physic.Energy(math.MaxInt64)
+	}
+	q, _ := bits.Div64(hi, lo, nsPerS)
+	return physic.Energy(min(q, math.MaxInt64))
+}
+
+var _ drivers.Sensor = (*Sensor)(nil)

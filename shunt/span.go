@@ -1,0 +1,482 @@
+package shunt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"meshd/drivers"
+	"meshd/wire"
+)
+
+// Policy says whether serves may overlap on one span.
+type Policy int
+
+const (
+	// Exclusive meters one serve at a time: Open waits until the previous
+	// window on the span has closed, so no energy is charged twice. The
+	// default.
+	Exclusive Policy = iota
+	// Shared lets serves overlap. Each instant's energy is split equally
+	// among the serves open at that instant (see Span), so the figures of
+	// concurrent serves add up to what the span drew; they are ModelBased.
+	Shared
+)
+
+// SpanConfig tunes a Span.
+type SpanConfig struct {
+	// Name overrides the span's name on receipts; empty means the single
+	// meter's name, or "span(a+b+…)".
+	Name   string
+	Policy Policy
+	// IdleMin is the shortest quiet stretch (no window open) measured as
+	// idle power; 0 means one second.
+	IdleMin time.Duration
+	// IdleSamples is how many recent quiet stretches the idle estimate is
+	// the median of; 0 means 9.
+	IdleSamples int
+	// Now is the span's clock; nil means the first member's. It must agree
+	// with the members' clocks.
+	Now func() time.Time
+}
+
+// Span is the set of meters that together see one backend's energy — an
+// INA226 on a board's input plus its RAPL package, a GPU plus its host.
+// Its windows open on every member at once: the figure and the bound are
+// the members' sums, the provenance the worst of theirs (mesh/1 §8).
+//
+// Apportioning (Policy Shared): a window W = [t0, t1] is cut at every
+// instant another serve on the span opened or closed; over each piece the
+// span's energy (integrated pro rata, so pieces add up exactly) is divided
+// by the number of serves open during it, and W is charged the sum. The
+// serves' charges therefore add up to the span's energy over the union of
+// their intervals, never more.
+type Span struct {
+	name    string
+	meters  []Member
+	policy  Policy
+	idleMin time.Duration
+	idleN   int
+	guard   time.Duration
+	now     func() time.Time
+
+	slot chan struct{} // Exclusive: held from Open to Close
+
+	mu       sync.Mutex
+	open     map[*SpanWindow]struct{}
+	history  []interval // closed windows, for apportioning
+	quiet    time.Time  // since when no window has been open
+	idle     []float64  // recent idle powers, µW
+	idleNext int
+}
+
+type interval struct{ a, b time.Time }
+
+// Member is what a span needs of each of its meters: a live *Meter, or a
+// *Series fed by someone else (a replay, a test).
+type Member interface {
+	Name() string
+	Info() drivers.Info
+	Now() time.Time
+	Energy(t0, t1 time.Time) (Report, error)
+	ProRata(t0, t1 time.Time) (Report, error)
+	// WaitPast blocks until a reading surely ending at or after t is
+	// recorded, or the member gives up waiting.
+	WaitPast(ctx context.Context, t time.Time) error
+	Ready(ctx context.Context) error
+	Health() error
+	Running() bool
+}
+
+// NewSpan groups meters into a span. They must share one clock.
+func NewSpan(meters []Member, cfg SpanConfig) (*Span, error) {
+	if len(meters) == 0 {
+		return nil, errors.New("shunt: a span needs at least one meter")
+	}
+	seen := map[string]bool{}
+	var names []string
+	guard := time.Duration(0)
+	for _, m := range meters {
+		if m == nil || reflectNil(m) {
+			return nil, errors.New("shunt: nil meter in span")
+		}
+		if seen[m.Name()] {
+			return nil, fmt.Errorf("shunt: meter %s is in the span twice", m.Name())
+		}
+		seen[m.Name()] = true
+		names = append(names, m.Name())
+		guard = max(guard, 2*m.Info().MaxPeriod)
+	}
+	name := cfg.Name
+	switch {
+	case name != "":
+	case len(meters) == 1:
+		name = meters[0].Name()
+	default:
+		name = "span(" + strings.Join(names, "+") + ")"
+	}
+	s := &Span{
+		name: name, meters: meters, policy: cfg.Policy,
+		idleMin: cfg.IdleMin, idleN: cfg.IdleSamples, guard: guard,
+		now:  meters[0].Now,
+		slot: make(chan struct{}, 1),
+		open: map[*SpanWindow]struct{}{},
+	}
+	if s.idleMin <= 0 {
+		s.idleMin = time.Second
+	}
+	if s.idleN <= 0 {
+		s.idleN = 9
+	}
+	if cfg.Now != nil {
+		s.now = cfg.Now
+	}
+	s.quiet = s.now()
+	return s, nil
+}
+
+// Name is the span's name on receipts.
+func (s *Span) Name() string { return s.name }
+
+// Meters returns the span's members.
+func (s *Span) Meters() []Member { return s.meters }
+
+// Health returns nil when every member delivers, else the first member's
+// complaint.
+func (s *Span) Health() error {
+	for _, m := range s.meters {
+		if err := m.Health(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Ready waits until every member holds a valid reading.
+func (s *Span) Ready(ctx context.Context) error {
+	for _, m := range s.meters {
+		if err := m.Ready(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// IdleUW is the median of the recent idle measurements, in µW, and false
+// when none was made yet.
+func (s *Span) IdleUW() (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idleLocked()
+}
+
+func (s *Span) idleLocked() (uint64, bool) {
+	if len(s.idle) == 0 {
+		return 0, false
+	}
+	v := append([]float64(nil), s.idle...)
+	sort.Float64s(v)
+	med := v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return uint64(math.Round(max(med, 0))), true
+}
+
+// SpanWindow is one open window on a span.
+type SpanWindow struct {
+	s      *Span
+	t0     time.Time
+	end    time.Time // set under s.mu when the window closes
+	mu     sync.Mutex
+	closed bool
+}
+
+// Open starts a window now. Under Exclusive it first waits for the span
+// to be free (ctx ends the wait); the wait is not metered.
+func (s *Span) Open(ctx context.Context) (*SpanWindow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("span %s: opening window: %w", s.name, err)
+	}
+	for _, m := range s.meters {
+		if !m.Running() {
+			return nil, fmt.Errorf("span %s: opening window: meter %s is not sampling", s.name, m.Name())
+		}
+	}
+	if s.policy == Exclusive {
+		select {
+		case s.slot <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("span %s: waiting for the span: %w", s.name, ctx.Err())
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if len(s.open) == 0 {
+		s.measureIdleLocked(now)
+	}
+	w := &SpanWindow{s: s, t0: now}
+	s.open[w] = struct{}{}
+	return w, nil
+}
+
+// measureIdleLocked records the mean power of the quiet stretch that ends
+// now, kept clear of the windows around it by a guard of two periods.
+func (s *Span) measureIdleLocked(now time.Time) {
+	a, b := s.quiet.Add(s.guard), now.Add(-s.guard)
+	if b.Sub(a) < s.idleMin {
+		return
+	}
+	var uj float64
+	for _, m := range s.meters {
+		rep, err := m.ProRata(a, b)
+		if err != nil || rep.Coverage.Samples == 0 {
+			return
+		}
+		uj += rep.EnergyUJ
+	}
+	p := uj / b.Sub(a).Seconds()
+	if len(s.idle) < s.idleN {
+		s.idle = append(s.idle, p)
+		return
+	}
+	s.idle[s.idleNext] = p
+	s.idleNext = (s.idleNext + 1) % s.idleN
+}
+
+// Close ends the window now, waits for every member's closing reading and
+// returns the span's reading. It returns wire.ErrNoMeasurement (wrapped)
+// when any member saw nothing of the window: a span is only as good as its
+// worst meter.
+func (w *SpanWindow) Close(ctx context.Context) (wire.Reading, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return wire.Reading{}, fmt.Errorf("span %s: window already closed", w.s.name)
+	}
+	w.closed = true
+	s := w.s
+	s.mu.Lock()
+	t1 := s.now()
+	w.end = t1
+	s.mu.Unlock()
+	defer s.release(w, t1)
+	var waitErr error
+	for _, m := range s.meters {
+		if err := m.WaitPast(ctx, t1); err != nil {
+			waitErr = err
+		}
+	}
+	if waitErr != nil {
+		return wire.Reading{}, waitErr
+	}
+	if s.policy == Shared {
+		return s.apportion(w, t1)
+	}
+	reps := make([]Report, len(s.meters))
+	for i, m := range s.meters {
+		rep, err := m.Energy(w.t0, t1)
+		if err != nil {
+			return wire.Reading{}, fmt.Errorf("span %s: %w", s.name, err)
+		}
+		reps[i] = rep
+	}
+	return s.combine(reps, t1.Sub(w.t0), 1), nil
+}
+
+func (s *Span) release(w *SpanWindow, t1 time.Time) {
+	s.mu.Lock()
+	delete(s.open, w)
+	if s.policy == Shared {
+		s.history = append(s.history, interval{w.t0, t1})
+		oldest := t1
+		for o := range s.open {
+			if o.t0.Before(oldest) {
+				oldest = o.t0
+			}
+		}
+		n := 0
+		for _, h := range s.history {
+			if h.b.After(oldest) {
+				s.history[n] = h
+				n++
+			}
+		}
+		s.history = s.history[:n]
+	}
+	if len(s.open) == 0 {
+		s.quiet = s.now()
+	}
+	s.mu.Unlock()
+	if s.policy == Exclusive {
+		<-s.slot
+	}
+}
+
+// apportion charges w's [t0, t1] its share of the span's energy under the
+// Shared rule.
+func (s *Span) apportion(w *SpanWindow, t1 time.Time) (wire.Reading, error) {
+	t0 := w.t0
+	s.mu.Lock()
+	var others []interval
+	for o := range s.open {
+		if o == w || !o.t0.Before(t1) {
+			continue
+		}
+		end := t1
+		if !o.end.IsZero() && o.end.Before(t1) {
+			end = o.end
+		}
+		if end.After(t0) {
+			others = append(others, interval{o.t0, end})
+		}
+	}
+	for _, h := range s.history {
+		if h.a.Before(t1) && h.b.After(t0) {
+			others = append(others, h)
+		}
+	}
+	s.mu.Unlock()
+	cuts := []time.Time{t0, t1}
+	for _, o := range others {
+		for _, c := range []time.Time{o.a, o.b} {
+			if c.After(t0) && c.Before(t1) {
+				cuts = append(cuts, c)
+			}
+		}
+	}
+	sort.Slice(cuts, func(i, j int) bool { return cuts[i].Before(cuts[j]) })
+	reps := make([]Report, len(s.meters))
+	for i, m := range s.meters {
+		rep, err := m.ProRata(t0, t1)
+		if err != nil {
+			return wire.Reading{}, fmt.Errorf("span %s: %w", s.name, err)
+		}
+		reps[i] = rep
+	}
+	shared := 1
+	energy := make([]float64, len(s.meters))
+	bound := make([]float64, len(s.meters))
+	for i := 0; i+1 < len(cuts); i++ {
+		a, b := cuts[i], cuts[i+1]
+		if !b.After(a) {
+			continue
+		}
+		// The serves open over the whole piece: this one and every other
+		// whose interval contains the piece.
+		n := 1
+		for _, o := range others {
+			if !o.a.After(a) && !o.b.Before(b) {
+				n++
+			}
+		}
+		shared = max(shared, n)
+		for j, m := range s.meters {
+			rep, err := m.ProRata(a, b)
+			if err != nil {
+				return wire.Reading{}, fmt.Errorf("span %s: %w", s.name, err)
+			}
+			energy[j] += rep.EnergyUJ / float64(n)
+			bound[j] += rep.BoundUJ / float64(n)
+		}
+	}
+	for j := range reps {
+		reps[j].EnergyUJ, reps[j].BoundUJ = energy[j], bound[j]
+		e := math.Max(math.Round(energy[j]), 0)
+		reps[j].Reading.EnergyUJ = uint64(e)
+		reps[j].Reading.Metering.ErrorUJ = uint64(math.Ceil(bound[j] + math.Abs(e-energy[j])))
+		reps[j].Reading.Provenance = wire.ModelBased
+	}
+	return s.combine(reps, t1.Sub(t0), shared), nil
+}
+
+// kindRank orders meter kinds from strongest to weakest evidence.
+func kindRank(k string) int {
+	switch k {
+	case wire.KindADC:
+		return 0
+	case wire.KindCounter:
+		return 1
+	case wire.KindModel:
+		return 2
+	case wire.KindPoint:
+		return 3
+	}
+	return 4
+}
+
+// combine sums the members' reports into the span's reading.
+func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Reading {
+	out := wire.Reading{Provenance: wire.HwShunt}
+	m := wire.Metering{Meter: s.name, Kind: wire.KindADC, CoveredPPM: wire.FullPPM, Shared: uint64(shared),
+		ServeNs: uint64(max(serve, 0))}
+	var start, end time.Time
+	for i, rep := range reps {
+		r := rep.Reading
+		out.EnergyUJ += r.EnergyUJ
+		if r.Provenance == wire.ModelBased {
+			out.Provenance = wire.ModelBased
+		}
+		if kindRank(r.Metering.Kind) > kindRank(m.Kind) {
+			m.Kind = r.Metering.Kind
+		}
+		m.ErrorUJ += r.Metering.ErrorUJ
+		m.Samples += r.Metering.Samples
+		m.MaxGapNs = max(m.MaxGapNs, r.Metering.MaxGapNs)
+		m.CoveredPPM = min(m.CoveredPPM, r.Metering.CoveredPPM)
+		m.PeriodNs = max(m.PeriodNs, r.Metering.PeriodNs)
+		m.AccuracyPPM = max(m.AccuracyPPM, r.Metering.AccuracyPPM)
+		if i == 0 || rep.Start.Before(start) {
+			start = rep.Start
+		}
+		if i == 0 || rep.End.After(end) {
+			end = rep.End
+		}
+	}
+	m.WindowNs = uint64(max(end.Sub(start), 0))
+	m.ServeNs = min(m.ServeNs, m.WindowNs)
+	if shared > 1 {
+		out.Provenance = wire.ModelBased
+	}
+	if out.Provenance == wire.HwShunt {
+		// The members each met their declared accuracy; their sum must
+		// meet the span's as one figure, rounding included.
+		hi, lo := bits.Mul64(m.ErrorUJ, wire.FullPPM)
+		hi2, lo2 := bits.Mul64(out.EnergyUJ, m.AccuracyPPM)
+		lo2, c := bits.Add64(lo2, wire.FullPPM-1, 0)
+		if hi > hi2+c || hi == hi2+c && lo > lo2 {
+			out.Provenance = wire.ModelBased
+		}
+	}
+	if idle, ok := s.IdleUW(); ok {
+		m.IdleUW = &idle
+	}
+	out.Metering = m
+	return out
+}
+
+func reflectNil(m Member) bool {
+	switch v := m.(type) {
+	case *Meter:
+		return v == nil
+	case *Series:
+		return v == nil
+	}
+	return false
+}
+
+// Kinds lists the members' kinds.
+func (s *Span) Kinds() []drivers.Kind {
+	var ks []drivers.Kind
+	for _, m := range s.meters {
+		ks = append(ks, m.Info().Kind)
+	}
+	return ks
+}
