@@ -201,12 +201,12 @@ func TestStallIsReportedWithinThreePeriods(t *testing.T) {
 		t.Fatalf("healthy meter: %v", err)
 	}
 	last := s.Stats().LastValid
-	maxPeriod := r.Info().MaxPeriod
-	clock.Set(last.Add(3 * maxPeriod))
+	period := r.Info().Period
+	clock.Set(last.Add(3 * period))
 	if err := s.Health(); err != nil {
 		t.Fatalf("unhealthy at exactly three periods: %v", err)
 	}
-	clock.Set(last.Add(3*maxPeriod + time.Nanosecond))
+	clock.Set(last.Add(3*period + time.Nanosecond))
 	if err := s.Health(); err == nil || !strings.Contains(err.Error(), "three periods") {
 		t.Fatalf("Health = %v just past three periods", err)
 	}

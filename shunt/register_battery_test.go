@@ -101,10 +101,21 @@ type chipRun struct {
 // simulated time, recording every outcome.
 func runChip(t testing.TB, cc chipConfig, steps []inasim.Step, d time.Duration, faults []chipFault) chipRun {
 	t.Helper()
+	return runChipWith(t, cc, steps, d, faults, physic.ElectricResistance(simShuntUOhm)*physic.MicroOhm)
+}
+
+// runChipShunt is runChip on a board with another shunt resistor.
+func runChipShunt(t testing.TB, cc chipConfig, steps []inasim.Step, d time.Duration, r physic.ElectricResistance) chipRun {
+	t.Helper()
+	return runChipWith(t, cc, steps, d, nil, r)
+}
+
+func runChipWith(t testing.TB, cc chipConfig, steps []inasim.Step, d time.Duration, faults []chipFault, shunt physic.ElectricResistance) chipRun {
+	t.Helper()
 	clock := drivertest.NewClock(drivertest.Epoch, true)
 	bus := inasim.NewBus("sim-1", clock)
 	chip := bus.Add(cc.kind, 0x40)
-	chip.SetShunt(physic.ElectricResistance(simShuntUOhm) * physic.MicroOhm)
+	chip.SetShunt(shunt)
 	clock0 := clock.Now()
 	trace := inasim.NewTrace(clock0, steps...)
 	chip.SetLoad(trace)

@@ -240,7 +240,7 @@ func TestPowerDown(t *testing.T) {
 					t.Fatalf("got %v, want ErrStalled naming the power-down", err)
 				}
 				waited := r.Clock.Now().Sub(last.End)
-				if lo, hi := 3*info.MaxPeriod, 3*info.MaxPeriod+info.Period/2; waited < lo || waited > hi {
+				if lo, hi := 3*info.Period, 3*info.MaxPeriod+info.Period/2; waited < lo || waited > hi {
 					t.Fatalf("stall reported %v after the last conversion, want between %v and %v", waited, lo, hi)
 				}
 			}

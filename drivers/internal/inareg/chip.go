@@ -359,7 +359,7 @@ func (c *Chip) Next(ctx context.Context) (drivers.Sample, error) {
 		}
 		if f&c.model.FlagMask == 0 {
 			c.lo = later(c.lo, t0)
-			if deadline := c.progress.Add(3 * c.tmax); !t1.Before(deadline) {
+			if deadline := c.progress.Add(3 * c.set.Period); !t1.Before(deadline) {
 				return drivers.Sample{}, c.stalled(t1)
 			}
 			if c.set.Poll > 0 {
