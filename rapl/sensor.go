@@ -301,11 +301,11 @@ func (s *Sensor) Next(ctx context.Context) (drivers.Sample, error) {
 			End:         t,
 			Uncertainty: s.update,
 			Contiguous:  s.contiguous,
-			Power:       powerOf(e, gap),
+			Power:       drivers.PowerOf(e, gap),
 		}
 		// Only energy that cannot fit the widest interval the edges
 		// allow, even at full scale, is beyond the sensor's range.
-		smp.Overflow = e > energyOf(s.info.Accuracy.FullScale(0), gap+2*s.update)
+		smp.Overflow = e > drivers.EnergyOf(s.info.Accuracy.FullScale(0), gap+2*s.update)
 		if wrapped {
 			s.wraps++
 		}
@@ -317,49 +317,12 @@ func (s *Sensor) Next(ctx context.Context) (drivers.Sample, error) {
 	}
 }
 
-// nsPerS converts between nW·ns and nJ, and between nJ/nW and ns.
-const nsPerS = uint64(time.Second)
-
-// powerOf is e/dt rounded to the nearest nanowatt, exact in integers.
-func powerOf(e physic.Energy, dt time.Duration) physic.Power {
-	if dt <= 0 || e < 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(e), nsPerS)
-	lo, c := bits.Add64(lo, uint64(dt)/2, 0)
-	hi += c
-	if hi >= uint64(dt) {
-		return physic.Power(math.MaxInt64)
-	}
-	q, _ := bits.Div64(hi, lo, uint64(dt))
-	if q > math.MaxInt64 {
-		return physic.Power(math.MaxInt64)
-	}
-	return physic.Power(q)
-}
-
-// energyOf is p·dt, saturating.
-func energyOf(p physic.Power, dt time.Duration) physic.Energy {
-	if p <= 0 || dt <= 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(p), uint64(dt))
-	if hi >= nsPerS {
-		return physic.Energy(math.MaxInt64)
-	}
-	q, _ := bits.Div64(hi, lo, nsPerS)
-	if q > math.MaxInt64 {
-		return physic.Energy(math.MaxInt64)
-	}
-	return physic.Energy(q)
-}
-
 // durationOf is how long e lasts at p, saturating.
 func durationOf(e physic.Energy, p physic.Power) time.Duration {
 	if p <= 0 {
 		return 0
 	}
-	hi, lo := bits.Mul64(uint64(e), nsPerS)
+	hi, lo := bits.Mul64(uint64(e), uint64(time.Second))
 	if hi >= uint64(p) {
 		return time.Duration(math.MaxInt64)
 	}

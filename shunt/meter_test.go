@@ -168,7 +168,11 @@ func TestReadyAndClose(t *testing.T) {
 	clock := drivertest.NewClock(drivertest.Epoch, false)
 	g := newGated(10 * time.Millisecond)
 	m := newGatedMeter(t, g, clock, nil)
-	g.feed <- result2{err: errors.New("read register 0x06: i2c: no acknowledge")}
+	nack := result2{err: errors.New("read register 0x06: i2c: no acknowledge")}
+	g.feed <- nack
+	// The sampler asks for the next reading only after recording the
+	// last: once this second one is taken, the first is recorded.
+	g.feed <- nack
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := m.Ready(ctx); err == nil || !strings.Contains(err.Error(), "no acknowledge") {

@@ -46,10 +46,18 @@ func shippedChips() []chipConfig {
 				return ina226.Open(bus, 0x40, cfg)
 			}})
 	}
-	cs = append(cs, chipConfig{name: "ina219-default", kind: inasim.INA219,
-		open: func(bus *inasim.Bus) (drivers.Sensor, error) {
-			return ina219.Open(bus, 0x40, ina219.Config{ShuntMicroOhms: simShuntUOhm, MaxCurrentUA: simMaxUA, Clock: bus.Clock()})
-		}})
+	for _, p := range ina219.Presets() {
+		p := p
+		cs = append(cs, chipConfig{name: "ina219-" + p.String(), kind: inasim.INA219,
+			hw: p == ina219.PresetPrecise || p == ina219.PresetShuntOnly,
+			open: func(bus *inasim.Bus) (drivers.Sensor, error) {
+				cfg := ina219.Config{ShuntMicroOhms: simShuntUOhm, MaxCurrentUA: simMaxUA, Preset: p, Clock: bus.Clock()}
+				if p == ina219.PresetShuntOnly {
+					cfg.BusTolerance = 0.002
+				}
+				return ina219.Open(bus, 0x40, cfg)
+			}})
+	}
 	return cs
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"path/filepath"
 	"time"
 
@@ -290,7 +289,7 @@ func (s *Sensor) counter(r reading) (drivers.Sample, error) {
 		// A wrap is believable only if the chip could have counted that
 		// much in the time at its full scale, with a conversion of
 		// slack at either end.
-		most := energyOf(s.info.Accuracy.FullScale(s.chip.busMax), dt+2*s.conv)
+		most := drivers.EnergyOf(s.info.Accuracy.FullScale(s.chip.busMax), dt+2*s.conv)
 		if prev > s.modulus || physic.Energy(min(d, math.MaxInt64/1000))*physic.MicroJoule > most {
 			s.base, s.contiguous = r, false
 			return drivers.Sample{}, fmt.Errorf("%s: energy counter fell from %d to %d µJ: %w", s.name, prev, cur, ErrCounterReset)
@@ -303,7 +302,7 @@ func (s *Sensor) counter(r reading) (drivers.Sample, error) {
 	smp.Start, smp.End = s.base.at, r.at
 	smp.Uncertainty = s.conv + r.took
 	smp.Contiguous = s.contiguous
-	smp.Power = powerOf(e, dt)
+	smp.Power = drivers.PowerOf(e, dt)
 	if s.chip.deadDen > 0 {
 		smp.Dead = time.Duration((int64(dt)*s.chip.deadNum + s.chip.deadDen - 1) / s.chip.deadDen)
 	}
@@ -372,37 +371,6 @@ func abs(p physic.Power) physic.Power {
 		return -p
 	}
 	return p
-}
-
-// nsPerS converts between nW·ns and nJ.
-const nsPerS = uint64(time.Second)
-
-// powerOf is e/dt rounded to the nearest nanowatt, exact in integers.
-func powerOf(e physic.Energy, dt time.Duration) physic.Power {
-	if dt <= 0 || e < 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(e), nsPerS)
-	lo, c := bits.Add64(lo, uint64(dt)/2, 0)
-	hi += c
-	if hi >= uint64(dt) {
-		return physic.Power(math.MaxInt64)
-	}
-	q, _ := bits.Div64(hi, lo, uint64(dt))
-	return physic.Power(min(q, math.MaxInt64))
-}
-
-// energyOf is p·dt, saturating.
-func energyOf(p physic.Power, dt time.Duration) physic.Energy {
-	if p <= 0 || dt <= 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(p), uint64(dt))
-	if hi >= nsPerS {
-		return physic.Energy(math.MaxInt64)
-	}
-	q, _ := bits.Div64(hi, lo, nsPerS)
-	return physic.Energy(min(q, math.MaxInt64))
 }
 
 var _ drivers.Sensor = (*Sensor)(nil)

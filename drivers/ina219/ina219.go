@@ -124,36 +124,23 @@ var adcCodes = map[ADC]struct {
 	ADCAvg128: {0xF, 68100 * time.Microsecond},
 }
 
-// Preset is a shipped conversion setting. The zero Preset is the default.
-type Preset uint8
+// Preset is a shipped conversion setting (shared by name with the other
+// INA chip). The zero Preset is the default.
+type Preset = inareg.Preset
 
-// The shipped settings; see the package documentation.
+// The shipped settings; see the package documentation for the trade-offs.
 const (
-	PresetPrecise Preset = iota
-	PresetFast
-	PresetKernel
-	PresetShuntOnly
+	PresetPrecise   = inareg.PresetPrecise
+	PresetFast      = inareg.PresetFast
+	PresetKernel    = inareg.PresetKernel
+	PresetShuntOnly = inareg.PresetShuntOnly
 )
 
 // Presets lists every shipped setting, the default first.
-func Presets() []Preset { return []Preset{PresetPrecise, PresetFast, PresetKernel, PresetShuntOnly} }
-
-func (p Preset) String() string {
-	switch p {
-	case PresetPrecise:
-		return "precise"
-	case PresetFast:
-		return "fast"
-	case PresetKernel:
-		return "kernel"
-	case PresetShuntOnly:
-		return "shunt-only"
-	}
-	return fmt.Sprintf("Preset(%d)", uint8(p))
-}
+func Presets() []Preset { return inareg.Presets() }
 
 // timing is (BADC, SADC, shunt only).
-func (p Preset) timing() (ADC, ADC, bool, error) {
+func timing(p Preset) (ADC, ADC, bool, error) {
 	switch p {
 	case PresetPrecise:
 		return ADC9Bit, ADCAvg16, false, nil
@@ -318,7 +305,7 @@ func configure(m inareg.Model, cfg Config) (inareg.Settings, error) {
 	if err != nil {
 		return inareg.Settings{}, err
 	}
-	pBus, pSh, shuntOnly, err := cfg.Preset.timing()
+	pBus, pSh, shuntOnly, err := timing(cfg.Preset)
 	if err != nil {
 		return inareg.Settings{}, err
 	}

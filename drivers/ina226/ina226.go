@@ -129,45 +129,32 @@ var ConvTimes = [8]time.Duration{
 	4156 * time.Microsecond, 8244 * time.Microsecond,
 }
 
-// Preset is a shipped conversion setting. The zero Preset is the default.
-type Preset uint8
+// Preset is a shipped conversion setting (shared by name with the other
+// INA chip). The zero Preset is the default.
+type Preset = inareg.Preset
 
 // The shipped settings; see the package documentation for the trade-offs.
 const (
 	// PresetPrecise: AVG 1, VSHCT 8.244 ms, VBUSCT 140 µs, shunt and bus
 	// (8.384 ms, 119 Hz, 1.7 % dead). The default.
-	PresetPrecise Preset = iota
+	PresetPrecise = inareg.PresetPrecise
 	// PresetFast: AVG 1, VSHCT 1.1 ms, VBUSCT 140 µs, shunt and bus
 	// (1.24 ms, 806 Hz, 11 % dead). Needs a 400 kHz bus.
-	PresetFast
+	PresetFast = inareg.PresetFast
 	// PresetKernel: the Linux hwmon driver's AVG 16, 1.1 ms + 1.1 ms
 	// (35.2 ms, 50 % dead).
-	PresetKernel
+	PresetKernel = inareg.PresetKernel
 	// PresetShuntOnly: AVG 1, VSHCT 2.116 ms, shunt only (473 Hz, no
 	// dead time); the bus is bracketed with a 140 µs triggered
 	// conversion. Needs Config.BusTolerance.
-	PresetShuntOnly
+	PresetShuntOnly = inareg.PresetShuntOnly
 )
 
 // Presets lists every shipped setting, the default first.
-func Presets() []Preset { return []Preset{PresetPrecise, PresetFast, PresetKernel, PresetShuntOnly} }
-
-func (p Preset) String() string {
-	switch p {
-	case PresetPrecise:
-		return "precise"
-	case PresetFast:
-		return "fast"
-	case PresetKernel:
-		return "kernel"
-	case PresetShuntOnly:
-		return "shunt-only"
-	}
-	return fmt.Sprintf("Preset(%d)", uint8(p))
-}
+func Presets() []Preset { return inareg.Presets() }
 
 // timing is (averages, VBUSCT, VSHCT, shunt only).
-func (p Preset) timing() (int, time.Duration, time.Duration, bool, error) {
+func timing(p Preset) (int, time.Duration, time.Duration, bool, error) {
 	switch p {
 	case PresetPrecise:
 		return 1, ConvTimes[0], ConvTimes[7], false, nil
@@ -306,7 +293,7 @@ func configure(m inareg.Model, cfg Config) (inareg.Settings, error) {
 	if err != nil {
 		return inareg.Settings{}, err
 	}
-	pAvg, pBus, pSh, shuntOnly, err := cfg.Preset.timing()
+	pAvg, pBus, pSh, shuntOnly, err := timing(cfg.Preset)
 	if err != nil {
 		return inareg.Settings{}, err
 	}

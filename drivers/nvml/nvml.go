@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/bits"
 	"time"
 
 	"meshd/drivers"
@@ -226,12 +224,12 @@ func (s *Sensor) Next(ctx context.Context) (drivers.Sample, error) {
 			End:         t,
 			Uncertainty: s.update,
 			Contiguous:  s.contiguous && gap <= s.info.MaxPeriod,
-			Power:       powerOf(e, gap),
+			Power:       drivers.PowerOf(e, gap),
 		}
 		// Counter updates land anywhere within the edges'
 		// uncertainty, so only energy beyond full scale over the
 		// widest interval they allow is out of range.
-		smp.Overflow = e > energyOf(s.info.Accuracy.FullScale(0), gap+2*s.update)
+		smp.Overflow = e > drivers.EnergyOf(s.info.Accuracy.FullScale(0), gap+2*s.update)
 		if cur != s.prev {
 			s.changedAt = t
 		}
@@ -305,41 +303,4 @@ func probe(lib nvml.Interface, name string) ([]GPUInfo, error) {
 		gpus = append(gpus, g)
 	}
 	return gpus, nil
-}
-
-// nsPerS converts between nW·ns and nJ.
-const nsPerS = uint64(time.Second)
-
-// powerOf is e/dt rounded to the nearest nanowatt, exact in integers.
-func powerOf(e physic.Energy, dt time.Duration) physic.Power {
-	if dt <= 0 || e < 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(e), nsPerS)
-	lo, c := bits.Add64(lo, uint64(dt)/2, 0)
-	hi += c
-	if hi >= uint64(dt) {
-		return physic.Power(math.MaxInt64)
-	}
-	q, _ := bits.Div64(hi, lo, uint64(dt))
-	if q > math.MaxInt64 {
-		return physic.Power(math.MaxInt64)
-	}
-	return physic.Power(q)
-}
-
-// energyOf is p·dt, saturating.
-func energyOf(p physic.Power, dt time.Duration) physic.Energy {
-	if p <= 0 || dt <= 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(p), uint64(dt))
-	if hi >= nsPerS {
-		return physic.Energy(math.MaxInt64)
-	}
-	q, _ := bits.Div64(hi, lo, nsPerS)
-	if q > math.MaxInt64 {
-		return physic.Energy(math.MaxInt64)
-	}
-	return physic.Energy(q)
 }
