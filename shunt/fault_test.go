@@ -104,6 +104,10 @@ func TestFaultBattery(t *testing.T) {
 			func(t testing.TB) *shunttest.Piecewise { return constLoad(t, 5) }, wire.ModelBased, "not covered by chained"},
 		{"a chip clock 30% slow", func() shunttest.ReplayConfig { c := fast(); c.ClockFactor = 1.3; return c },
 			func(t testing.TB) *shunttest.Piecewise { return constLoad(t, 5) }, wire.ModelBased, "not covered by chained"},
+		{"a host clock jump forward", func() shunttest.ReplayConfig { c := fast(); c.Faults = at(inside, shunttest.FaultClockJump); return c },
+			func(t testing.TB) *shunttest.Piecewise { return constLoad(t, 5) }, wire.ModelBased, "not covered by chained"},
+		{"a host clock step back", func() shunttest.ReplayConfig { c := fast(); c.Faults = at(inside, shunttest.FaultClockBack); return c },
+			func(t testing.TB) *shunttest.Piecewise { return constLoad(t, 5) }, wire.ModelBased, "not covered by chained"},
 		{"a late delivery", func() shunttest.ReplayConfig { c := fast(); c.Faults = at(inside, shunttest.FaultLate); return c },
 			func(t testing.TB) *shunttest.Piecewise { return constLoad(t, 5) }, wire.HwShunt, ""},
 		{"a point sampler on a 1 kHz square load", func() shunttest.ReplayConfig {

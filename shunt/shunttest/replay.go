@@ -85,6 +85,14 @@ const (
 	// FaultStall: the chip stops converting for this conversion and the
 	// two after it; the driver reports drivers.ErrStalled once.
 	FaultStall
+	// FaultClockJump: the host clock jumps 50 ms forward before this
+	// conversion (a suspend, an NTP step on a clock that is not
+	// monotonic): its stamps and all later ones are shifted, while the
+	// driver still claims the reading follows the last.
+	FaultClockJump
+	// FaultClockBack: the host clock steps 50 ms back before this
+	// conversion; later stamps are shifted back.
+	FaultClockBack
 	// FaultLate: the reading is delivered most of a period late (a
 	// starved poller that still catches the conversion before the next
 	// one overwrites it); its stamps are still right.
@@ -139,7 +147,8 @@ type Replay struct {
 	conv  []Conversion
 	prev  drivers.Sample
 	have  bool
-	gap   bool // something was lost since the last delivery
+	gap   bool          // something was lost since the last delivery
+	shift time.Duration // host clock offset from the chip's timeline
 	queue []pending
 }
 
@@ -202,14 +211,20 @@ func (r *Replay) make() {
 	// A stamping error that wanders within ±Jitter from one conversion
 	// to the next, deterministically.
 	j := time.Duration(float64(r.cfg.Jitter) * float64(i*7%5-2) / 2)
-	c := Conversion{TrueStart: ts, TrueEnd: te, StatedEnd: te.Add(j)}
-	c.StatedStart = c.StatedEnd.Add(-r.cfg.Period)
-	if r.have && !r.gap {
-		c.StatedStart = r.prev.End
-	}
 	f := FaultNone
 	if r.cfg.Faults != nil {
 		f = r.cfg.Faults(i)
+	}
+	switch f {
+	case FaultClockJump:
+		r.shift += 50 * time.Millisecond
+	case FaultClockBack:
+		r.shift -= 50 * time.Millisecond
+	}
+	c := Conversion{TrueStart: ts, TrueEnd: te, StatedEnd: te.Add(j + r.shift)}
+	c.StatedStart = c.StatedEnd.Add(-r.cfg.Period)
+	if r.have && !r.gap {
+		c.StatedStart = r.prev.End
 	}
 	var p float64
 	if r.cfg.Point {
@@ -227,7 +242,7 @@ func (r *Replay) make() {
 		Power:      physic.Power(math.Round(p)),
 		Bus:        12 * physic.Volt,
 	}
-	at := te.Add(r.cfg.Lag)
+	at := te.Add(r.cfg.Lag + max(r.shift, 0))
 	switch f {
 	case FaultDrop, FaultReadError:
 		r.gap = true
