@@ -11,6 +11,7 @@ import (
 	"meshd/drivers/inasim"
 	"meshd/engine"
 	"meshd/shunt"
+	"meshd/shunt/shunttest"
 	"meshd/wire"
 
 	"periph.io/x/conn/v3/physic"
@@ -58,26 +59,13 @@ type hookedWindow struct {
 
 func (w hookedWindow) Close(ctx context.Context) (wire.Reading, error) {
 	w.h.beforeClose()
-	type result struct {
-		r   wire.Reading
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := w.Window.Close(ctx)
-		done <- result{r, err}
-	}()
-	for {
-		select {
-		case r := <-done:
-			return r.r, r.err
-		default:
-		}
+	return shunttest.CloseDriving(ctx, w.Window.Close, func(<-chan struct{}) error {
 		if err := w.h.clock.WaitSleepers(ctx, 1); err != nil {
-			return wire.Reading{}, err
+			return err
 		}
 		w.h.clock.AdvanceToNext()
-	}
+		return nil
+	})
 }
 
 // TestServeUnderSimulatedINA226 runs the whole chain below the agent for

@@ -119,22 +119,13 @@ type hookedWindow struct {
 
 func (w hookedWindow) Close(ctx context.Context) (wire.Reading, error) {
 	w.h.during()
-	type result struct {
-		r   wire.Reading
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := w.Window.Close(ctx)
-		done <- result{r, err}
-	}()
-	for {
+	return shunttest.CloseDriving(ctx, w.Window.Close, func(closed <-chan struct{}) error {
 		select {
-		case r := <-done:
-			return r.r, r.err
 		case w.h.step <- true:
+		case <-closed:
 		}
-	}
+		return nil
+	})
 }
 
 // TestDemoWithHwmonMeter meters the demo with a kernel energy-counter rail

@@ -3,6 +3,7 @@
 package shunttest
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -21,6 +22,33 @@ func Release(t testing.TB, step chan<- bool, n int) {
 		case step <- i < n:
 		case <-timeout.C:
 			t.Fatalf("the sampler stopped asking for readings after %d of %d", i, n)
+		}
+	}
+}
+
+// CloseDriving runs closeWindow (a window's Close) while drive keeps the
+// simulated hardware going, until it returns: a window waits for the
+// reading that ends past it, and on a simulated clock that reading comes
+// only if someone moves the clock. drive is called repeatedly; it should
+// block until the sampler can take one more step or closed is closed (the window
+// closed), and an error from it ends the wait.
+func CloseDriving[R any](ctx context.Context, closeWindow func(context.Context) (R, error), drive func(closed <-chan struct{}) error) (R, error) {
+	var r R
+	var err error
+	closed := make(chan struct{})
+	go func() {
+		r, err = closeWindow(ctx)
+		close(closed)
+	}()
+	for {
+		select {
+		case <-closed:
+			return r, err
+		default:
+		}
+		if derr := drive(closed); derr != nil {
+			<-closed
+			return r, derr
 		}
 	}
 }
