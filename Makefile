@@ -55,7 +55,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenEnvelope$$' -fuzztime $(FUZZTIME) ./steward
 	$(GO) test -run '^$$' -fuzz '^FuzzScanLog$$' -fuzztime $(FUZZTIME) ./steward
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenGrant$$' -fuzztime $(FUZZTIME) ./steward/grant
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/gguf
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/runner/gguf
 
 clean:
 	rm -rf $(BIN)

@@ -19,10 +19,10 @@ import (
 	"syscall"
 	"time"
 
-	"meshd/engine/gguf"
-	"meshd/engine/kernels"
-	"meshd/engine/llama"
-	"meshd/engine/llamaserver"
+	"meshd/engine/runner/gguf"
+	"meshd/engine/runner/kernels"
+	"meshd/engine/runner/llama"
+	"meshd/engine/runner/llamaserver"
 )
 
 func main() {

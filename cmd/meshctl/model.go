@@ -8,7 +8,7 @@ import (
 	"os"
 	"sort"
 
-	"meshd/engine/gguf"
+	"meshd/engine/runner/gguf"
 )
 
 // cmdModel synthesises and inspects GGUF models.

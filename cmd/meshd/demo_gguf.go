@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"meshd/engine/gguf"
+	"meshd/engine/runner/gguf"
 	"meshd/engine/subprocess"
 	"meshd/wire"
 )

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"meshd/engine/gguf"
+	"meshd/engine/runner/gguf"
 	"meshd/wire"
 )
 

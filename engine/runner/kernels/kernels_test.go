@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"meshd/engine/gguf"
+	"meshd/engine/runner/gguf"
 )
 
 func randVec(r *rand.Rand, n int, std float64) []float32 {

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"meshd/engine/llama"
+	"meshd/engine/runner/llama"
 )
 
 // BuildInfo identifies this runner in /props.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"meshd/engine/gguf"
-	"meshd/engine/kernels"
+	"meshd/engine/runner/gguf"
+	"meshd/engine/runner/kernels"
 )
 
 // copyBuffers are two 256 MiB buffers, far beyond any cache, for

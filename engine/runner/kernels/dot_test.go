@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"meshd/engine/gguf"
+	"meshd/engine/runner/gguf"
 )
 
 // randQ8Rows builds n Q8_0 rows of nb blocks, rowBytes apart, whose

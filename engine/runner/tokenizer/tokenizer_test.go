@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"meshd/engine/gguf"
+	"meshd/engine/runner/gguf"
 )
 
 func synthSPM(t *testing.T, n int) *Tokenizer {

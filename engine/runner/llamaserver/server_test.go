@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"meshd/engine/gguf"
-	"meshd/engine/kernels"
-	"meshd/engine/llama"
+	"meshd/engine/runner/gguf"
+	"meshd/engine/runner/kernels"
+	"meshd/engine/runner/llama"
 )
 
 type fixture struct {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"meshd/engine/kernels"
+	"meshd/engine/runner/kernels"
 )
 
 // State is one sequence's KV cache and scratch space. It is not safe for

@@ -12,7 +12,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"meshd/engine/gguf"
+	"meshd/engine/runner/gguf"
 )
 
 // QVec is an activation vector quantised to blocks of 32 int8 values with

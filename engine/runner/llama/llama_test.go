@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"testing"
 
-	"meshd/engine/gguf"
-	"meshd/engine/kernels"
+	"meshd/engine/runner/gguf"
+	"meshd/engine/runner/kernels"
 )
 
 var small = gguf.Shape{Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FF: 96, Vocab: 300, Ctx: 64, Type: gguf.F32, SeparateOutput: true}

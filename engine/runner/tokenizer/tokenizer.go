@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"meshd/engine/gguf"
+	"meshd/engine/runner/gguf"
 )
 
 // Token types as stored in tokenizer.ggml.token_type.

@@ -6,9 +6,9 @@ package llama
 import (
 	"fmt"
 
-	"meshd/engine/gguf"
-	"meshd/engine/kernels"
-	"meshd/engine/tokenizer"
+	"meshd/engine/runner/gguf"
+	"meshd/engine/runner/kernels"
+	"meshd/engine/runner/tokenizer"
 )
 
 // Config is the architecture read from llama.* metadata.

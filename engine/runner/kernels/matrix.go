@@ -3,7 +3,7 @@ package kernels
 import (
 	"fmt"
 
-	"meshd/engine/gguf"
+	"meshd/engine/runner/gguf"
 )
 
 // Matrix is a weight matrix W[Rows][Cols] kept in its encoded form; rows
