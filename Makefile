@@ -59,3 +59,9 @@ fuzz:
 
 clean:
 	rm -rf $(BIN)
+
+# Cross-compile the runner's kernels and gguf tests for arm64 and run them
+# under qemu-aarch64 (Debian: apt-get install qemu-user) when present.
+.PHONY: test-arm64
+test-arm64:
+	GO=$(GO) ./scripts/test-arm64.sh

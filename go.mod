@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/ardanlabs/jinja v1.8.0
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/tarm/serial v0.0.0-20180830185346-98f6abe2eb07
 	github.com/veraison/go-cose v1.3.0

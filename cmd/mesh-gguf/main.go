@@ -2,6 +2,13 @@
 // models that speaks the subset of llama-server's HTTP API meshd uses. It
 // needs nothing installed: it is the engine of last resort on a fresh
 // machine.
+//
+// Flags follow llama-server: -m, --host, --port, -c (the context in all;
+// 0 means the trained context capped at 4096, more than the trained
+// context is refused), -np (slots; each gets its own KV cache of c/np
+// positions, the weights and the thread pool are shared), -t,
+// --embedding, plus --max-body-bytes (413 beyond; 8 MiB by default) and
+// --t-max-predict-ms (a default generation time limit).
 package main
 
 import (
@@ -19,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"meshd/engine/runner/chat"
 	"meshd/engine/runner/gguf"
 	"meshd/engine/runner/kernels"
 	"meshd/engine/runner/llama"
@@ -33,13 +41,25 @@ func main() {
 }
 
 type options struct {
-	model    string
-	host     string
-	port     int
-	ctx      int
-	threads  int
-	parallel int
+	model        string
+	host         string
+	port         int
+	ctx          int
+	threads      int
+	parallel     int
+	embeddings   bool
+	maxBody      int64
+	tMaxPredict  int
+	chatTemplate string
 }
+
+// DefaultContext is the context size used when -c is 0 and the model was
+// trained on more: a model's trained context can be 2^20 positions, whose
+// KV cache no small machine can hold.
+const DefaultContext = 4096
+
+// minSlotContext is the smallest per-slot context accepted.
+const minSlotContext = 8
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -49,24 +69,49 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.model, "model", "", "model file")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on")
 	fs.IntVar(&o.port, "port", 8080, "port to listen on (0: any free port)")
-	fs.IntVar(&o.ctx, "c", 0, "context size (0: the model's training context)")
+	fs.IntVar(&o.ctx, "c", 0, fmt.Sprintf("context size in all, split evenly over the slots (0: the model's training context, at most %d); more than the training context is refused", DefaultContext))
 	fs.IntVar(&o.ctx, "ctx-size", 0, "context size")
-	fs.IntVar(&o.threads, "t", runtime.NumCPU(), "threads for the matrix products")
+	fs.IntVar(&o.threads, "t", runtime.NumCPU(), "threads for the matrix products (one pool shared by all slots)")
 	fs.IntVar(&o.threads, "threads", runtime.NumCPU(), "threads")
-	fs.IntVar(&o.parallel, "np", 1, "slots (only 1 is supported)")
+	fs.IntVar(&o.parallel, "np", 1, "slots: requests served at once, each with its own KV cache of c/np positions")
 	fs.IntVar(&o.parallel, "parallel", 1, "slots")
+	fs.BoolVar(&o.embeddings, "embedding", false, "serve /embedding and /v1/embeddings")
+	fs.BoolVar(&o.embeddings, "embeddings", false, "serve /embedding and /v1/embeddings")
+	fs.Int64Var(&o.maxBody, "max-body-bytes", llamaserver.DefaultMaxBodyBytes, "largest request body accepted (413 beyond)")
+	fs.IntVar(&o.tMaxPredict, "t-max-predict-ms", 0, "default time limit of a generation in ms from its first token (0: none); a request's t_max_predict_ms overrides it")
+	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template (default: the model's tokenizer.chat_template)")
+	fs.Bool("no-warmup", false, "accepted for llama-server compatibility; there is no warmup")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	switch {
 	case o.model == "":
 		return o, errors.New("no model: pass -m FILE")
-	case o.parallel != 1:
-		return o, fmt.Errorf("-np %d: only one slot is supported", o.parallel)
-	case o.ctx < 0 || o.threads < 1 || o.port < 0 || o.port > 65535:
-		return o, errors.New("-c, -t and --port must be in range")
+	case o.parallel < 1 || o.parallel > 256:
+		return o, fmt.Errorf("-np %d: must be in [1, 256]", o.parallel)
+	case o.ctx < 0 || o.threads < 1 || o.port < 0 || o.port > 65535 || o.maxBody < 1 || o.tMaxPredict < 0:
+		return o, errors.New("-c, -t, --port, --max-body-bytes and --t-max-predict-ms must be in range")
 	}
 	return o, nil
+}
+
+// slotContext sizes each slot's KV cache as llama-server does: the total
+// context (ctx, or when 0 the trained context capped at DefaultContext)
+// split evenly over the slots. A total beyond the trained context is
+// refused.
+func slotContext(trained, ctx, slots int) (total, perSlot int, err error) {
+	total = ctx
+	if total == 0 {
+		total = min(trained, DefaultContext)
+	}
+	if total > trained {
+		return 0, 0, fmt.Errorf("-c %d exceeds the model's trained context of %d", total, trained)
+	}
+	perSlot = total / slots
+	if perSlot < minSlotContext {
+		return 0, 0, fmt.Errorf("-c %d over %d slots leaves %d positions per slot (need at least %d)", total, slots, perSlot, minSlotContext)
+	}
+	return total, perSlot, nil
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -81,7 +126,8 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	fmt.Fprintf(stderr, "mesh-gguf: listening on http://%s\n", ln.Addr())
-	srv := &llamaserver.Server{ModelPath: o.model}
+	srv := &llamaserver.Server{ModelPath: o.model, MaxBodyBytes: o.maxBody, Embeddings: o.embeddings,
+		MaxPredict: time.Duration(o.tMaxPredict) * time.Millisecond}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
@@ -96,23 +142,35 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("load model %s: %w", o.model, err)
 	}
-	nCtx := o.ctx
-	if nCtx == 0 {
-		nCtx = m.CtxTrain
+	total, perSlot, err := slotContext(m.TrainedContext(), o.ctx, o.parallel)
+	if err != nil {
+		return fmt.Errorf("load model: %w", err)
+	}
+	srv.ChatTemplate = o.chatTemplate
+	if srv.ChatTemplate == "" {
+		srv.ChatTemplate, _ = f.String(chat.MetadataKey)
+	}
+	if srv.ChatTemplate != "" {
+		if _, err := chat.Parse(srv.ChatTemplate); err != nil {
+			fmt.Fprintf(stderr, "mesh-gguf: warning: %v: /v1/chat/completions will answer 500\n", err)
+		}
 	}
 	pool := kernels.NewPool(o.threads)
 	defer pool.Close()
-	st, err := m.NewState(nCtx, pool)
-	if err != nil {
-		return fmt.Errorf("load model: %w", err)
+	states := make([]*llama.State, o.parallel)
+	for i := range states {
+		if states[i], err = m.NewState(perSlot, pool); err != nil {
+			return fmt.Errorf("load model: %w", err)
+		}
 	}
 	// Signals are taken over only once loaded, like llama-server: a
 	// SIGTERM during load ends the process at once.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
-	srv.Ready(m, st)
-	fmt.Fprintf(stderr, "mesh-gguf: model %s loaded in %v (%d layers, dim %d, vocab %d, n_ctx %d, %d threads)\n",
-		o.model, time.Since(start).Round(time.Millisecond), m.Layers, m.Dim, m.Vocab, nCtx, o.threads)
+	srv.Ready(m, states...)
+	fmt.Fprintf(stderr, "mesh-gguf: model %s loaded in %v (%d layers, dim %d, vocab %d, n_ctx %d = %d slots × %d, trained %d, %d threads)\n",
+		o.model, time.Since(start).Round(time.Millisecond), m.Layers, m.Dim, m.Vocab, total, o.parallel, perSlot,
+		m.TrainedContext(), o.threads)
 
 	select {
 	case err := <-serveErr:

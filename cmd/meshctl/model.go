@@ -38,7 +38,7 @@ func modelSynth(args []string, stdout, stderr io.Writer) error {
 	ff := fs.Int("ff", def.FF, "feed-forward length")
 	vocab := fs.Int("vocab", def.Vocab, "vocabulary size (≥ 260)")
 	nCtx := fs.Int("ctx", def.Ctx, "training context length")
-	typ := fs.String("type", "q8_0", "matrix type: q8_0, q4_0, f16, bf16, f32")
+	typ := fs.String("type", "q8_0", "matrix type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or a llama.cpp mixture: q4_k_m, q5_k_m")
 	seed := fs.Uint64("seed", 1, "weight seed")
 	untied := fs.Bool("separate-output", false, "write output.weight instead of tying it to token_embd")
 	if err := fs.Parse(args); err != nil {
@@ -47,11 +47,11 @@ func modelSynth(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return fmt.Errorf("%w: -o FILE is required", errUsage)
 	}
-	tt, err := gguf.ParseTensorType(*typ)
+	tt, mix, err := gguf.ParseQuant(*typ)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	s := gguf.Shape{Layers: *layers, Dim: *dim, Heads: *heads, KVHeads: *kvHeads, FF: *ff, Vocab: *vocab, Ctx: *nCtx, Type: tt, SeparateOutput: *untied}
+	s := gguf.Shape{Layers: *layers, Dim: *dim, Heads: *heads, KVHeads: *kvHeads, FF: *ff, Vocab: *vocab, Ctx: *nCtx, Type: tt, Mix: mix, SeparateOutput: *untied}
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -67,8 +67,12 @@ func modelSynth(args []string, stdout, stderr io.Writer) error {
 	if err := fh.Close(); err != nil {
 		return fmt.Errorf("model synth: %w", err)
 	}
+	label := s.Type.String()
+	if mix != gguf.MixNone {
+		label = mix.String()
+	}
 	fmt.Fprintf(stdout, "wrote %s: llama %d layers, dim %d, %d/%d heads, ff %d, vocab %d, %s, %.1fM params\n",
-		*out, s.Layers, s.Dim, s.Heads, s.KVHeads, s.FF, s.Vocab, s.Type, float64(s.Params())/1e6)
+		*out, s.Layers, s.Dim, s.Heads, s.KVHeads, s.FF, s.Vocab, label, float64(s.Params())/1e6)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"strings"
 )
 
 // Shape is the architecture of a synthetic llama model.
@@ -17,6 +18,9 @@ type Shape struct {
 	Vocab   int
 	Ctx     int
 	Type    TensorType // type of the matrices; norms are always F32
+	// Mix, when set, replaces Type with a llama.cpp quantisation preset
+	// that picks each matrix's type (see TypeOf).
+	Mix Mixture
 	// SeparateOutput writes an output.weight; otherwise the output
 	// projection is tied to token_embd as in SmolLM.
 	SeparateOutput bool
@@ -41,11 +45,26 @@ func (s Shape) Validate() error {
 	case s.Vocab < 259+1:
 		return fmt.Errorf("gguf: vocab %d is below the 260 tokens of the byte-fallback vocabulary", s.Vocab)
 	}
+	if s.Mix != MixNone {
+		if !s.Mix.known() {
+			return fmt.Errorf("gguf: unknown mixture %d", s.Mix)
+		}
+		// Tensors whose rows are not whole super-blocks fall back to
+		// 32-value types, as llama.cpp's quantizer does.
+		if s.Dim%32 != 0 || s.FF%32 != 0 {
+			return fmt.Errorf("gguf: %s needs dim and ff in multiples of 32 (dim %d, ff %d)", s.Mix, s.Dim, s.FF)
+		}
+		return nil
+	}
 	switch s.Type {
 	case F32, F16, BF16:
-	case Q8_0, Q4_0:
+	case Q8_0, Q4_0, Q4_1, Q5_0, Q5_1:
 		if s.Dim%32 != 0 || s.FF%32 != 0 {
 			return fmt.Errorf("gguf: %s needs dim and ff in multiples of 32 (dim %d, ff %d)", s.Type, s.Dim, s.FF)
+		}
+	case Q4_K, Q5_K, Q6_K:
+		if s.Dim%QK_K != 0 || s.FF%QK_K != 0 {
+			return fmt.Errorf("gguf: %s needs dim and ff in multiples of %d (dim %d, ff %d); the %s mixtures fall back per tensor instead", s.Type, QK_K, s.Dim, s.FF, s.Type)
 		}
 	default:
 		return fmt.Errorf("gguf: synthetic models of type %s are not supported", s.Type)
@@ -64,20 +83,133 @@ func (s Shape) Params() int64 {
 	return n
 }
 
-func fileType(t TensorType) uint32 {
-	switch t {
+// fileType is the general.file_type (llama.cpp's llama_ftype) of a
+// shape: the preset for a mixture, else the pure type's number (pure
+// K-quant files are labelled with the nearest "_S" preset).
+func (s Shape) fileType() uint32 {
+	switch s.Mix {
+	case MixQ4_K_M:
+		return 15
+	case MixQ5_K_M:
+		return 17
+	}
+	switch s.Type {
 	case F32:
 		return 0
 	case F16:
 		return 1
 	case Q4_0:
 		return 2
+	case Q4_1:
+		return 3
 	case Q8_0:
 		return 7
+	case Q5_0:
+		return 8
+	case Q5_1:
+		return 9
+	case Q4_K:
+		return 14
+	case Q5_K:
+		return 16
+	case Q6_K:
+		return 18
 	case BF16:
 		return 32
 	}
 	return 0
+}
+
+// Mixture is a llama.cpp quantisation preset: a file type whose tensors
+// are quantised to different types.
+type Mixture uint8
+
+// The mixtures Synth can write.
+const (
+	MixNone   Mixture = iota
+	MixQ4_K_M         // llama.cpp's Q4_K_M
+	MixQ5_K_M         // llama.cpp's Q5_K_M
+)
+
+func (m Mixture) known() bool { return m <= MixQ5_K_M }
+
+func (m Mixture) String() string {
+	switch m {
+	case MixNone:
+		return "none"
+	case MixQ4_K_M:
+		return "q4_k_m"
+	case MixQ5_K_M:
+		return "q5_k_m"
+	}
+	return fmt.Sprintf("mixture(%d)", uint8(m))
+}
+
+// ParseQuant maps a quantisation name as llama-quantize spells it in
+// lower case ("q8_0", "q4_k", "q4_k_m", ...) to a pure tensor type or a
+// mixture.
+func ParseQuant(name string) (TensorType, Mixture, error) {
+	switch name {
+	case "q4_k_m":
+		return Q4_K, MixQ4_K_M, nil
+	case "q5_k_m":
+		return Q5_K, MixQ5_K_M, nil
+	}
+	t, err := ParseTensorType(name)
+	return t, MixNone, err
+}
+
+// useMoreBits is llama.cpp's use_more_bits: the first and last eighth of
+// the layers and every third layer between get the larger type.
+func useMoreBits(layer, layers int) bool {
+	return layer < layers/8 || layer >= 7*layers/8 || (layer-layers/8)%3 == 2
+}
+
+// TypeOf is the type Synth gives the matrix kind ("token_embd",
+// "output", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate",
+// "ffn_up", "ffn_down") of the given layer, cols values per row.
+//
+// For the mixtures this follows llama.cpp's llama_tensor_get_type for
+// the llama architecture, simplified to the rules that fire for a dense
+// model without importance matrix, under 70B, without experts: the
+// output projection (token_embd when it is tied) is Q6_K (Q8_0 when its
+// rows are not whole super-blocks); attn_v and ffn_down are Q6_K in the
+// layers use_more_bits picks; everything else is the preset's base type
+// (Q4_K or Q5_K); and a K-quant tensor whose rows are not whole 256-value
+// super-blocks falls back to Q5_0 (from Q4_K), Q5_1 (from Q5_K) or Q8_0
+// (from Q6_K), as llama.cpp's incompatible-tensor fallback does.
+func (s Shape) TypeOf(kind string, layer, cols int) TensorType {
+	var t TensorType
+	switch s.Mix {
+	case MixQ4_K_M:
+		t = Q4_K
+	case MixQ5_K_M:
+		t = Q5_K
+	default:
+		return s.Type
+	}
+	switch {
+	case kind == "output" || kind == "token_embd" && !s.SeparateOutput:
+		if cols%QK_K != 0 {
+			return Q8_0
+		}
+		return Q6_K
+	case kind == "attn_v" || kind == "ffn_down":
+		if useMoreBits(layer, s.Layers) {
+			t = Q6_K
+		}
+	}
+	if cols%QK_K != 0 {
+		switch t {
+		case Q4_K:
+			t = Q5_0
+		case Q5_K:
+			t = Q5_1
+		case Q6_K:
+			t = Q8_0
+		}
+	}
+	return t
 }
 
 // SynthVocab returns the byte-fallback SPM vocabulary of n tokens used by
@@ -144,8 +276,12 @@ func Synth(w io.Writer, s Shape, seed uint64) error {
 	tokens, scores, types := SynthVocab(s.Vocab)
 	var gw Writer
 	gw.AddKV("general.architecture", "llama")
-	gw.AddKV("general.name", fmt.Sprintf("synthetic-llama-%dL-%dd-%s-seed%d", s.Layers, s.Dim, s.Type, seed))
-	gw.AddKV("general.file_type", fileType(s.Type))
+	label := s.Type.String()
+	if s.Mix != MixNone {
+		label = s.Mix.String()
+	}
+	gw.AddKV("general.name", fmt.Sprintf("synthetic-llama-%dL-%dd-%s-seed%d", s.Layers, s.Dim, label, seed))
+	gw.AddKV("general.file_type", s.fileType())
 	gw.AddKV("llama.vocab_size", uint32(s.Vocab))
 	gw.AddKV("llama.context_length", uint32(s.Ctx))
 	gw.AddKV("llama.embedding_length", uint32(s.Dim))
@@ -169,13 +305,20 @@ func Synth(w io.Writer, s Shape, seed uint64) error {
 	// One stream, consumed in directory order, keeps the weights a pure
 	// function of (shape, seed).
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	matrix := func(name string, in, out uint64, std float64) {
-		gw.AddTensor(name, s.Type, []uint64{in, out}, func() ([]byte, error) {
+	matrix := func(name string, layer int, in, out uint64, std float64) {
+		kind := strings.TrimSuffix(name, ".weight")
+		kind = kind[strings.LastIndexByte(kind, '.')+1:]
+		t := s.TypeOf(kind, layer, int(in))
+		gw.AddTensor(name, t, []uint64{in, out}, func() ([]byte, error) {
 			x := make([]float32, in*out)
 			for i := range x {
 				x[i] = float32(rng.NormFloat64() * std)
 			}
-			return Encode(s.Type, x)
+			enc, err := Encode(t, x)
+			if err != nil {
+				return nil, fmt.Errorf("gguf: synthesising %s: %w", name, err)
+			}
+			return enc, nil
 		})
 	}
 	norm := func(name string) {
@@ -188,22 +331,22 @@ func Synth(w io.Writer, s Shape, seed uint64) error {
 		})
 	}
 	d, ff := uint64(s.Dim), uint64(s.FF)
-	matrix("token_embd.weight", d, uint64(s.Vocab), 1)
+	matrix("token_embd.weight", 0, d, uint64(s.Vocab), 1)
 	for l := 0; l < s.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		norm(p + "attn_norm.weight")
-		matrix(p+"attn_q.weight", d, d, 1/math.Sqrt(float64(d)))
-		matrix(p+"attn_k.weight", d, kvw, 1/math.Sqrt(float64(d)))
-		matrix(p+"attn_v.weight", d, kvw, 1/math.Sqrt(float64(d)))
-		matrix(p+"attn_output.weight", d, d, 1/math.Sqrt(float64(d)))
+		matrix(p+"attn_q.weight", l, d, d, 1/math.Sqrt(float64(d)))
+		matrix(p+"attn_k.weight", l, d, kvw, 1/math.Sqrt(float64(d)))
+		matrix(p+"attn_v.weight", l, d, kvw, 1/math.Sqrt(float64(d)))
+		matrix(p+"attn_output.weight", l, d, d, 1/math.Sqrt(float64(d)))
 		norm(p + "ffn_norm.weight")
-		matrix(p+"ffn_gate.weight", d, ff, 1/math.Sqrt(float64(d)))
-		matrix(p+"ffn_down.weight", ff, d, 1/math.Sqrt(float64(ff)))
-		matrix(p+"ffn_up.weight", d, ff, 1/math.Sqrt(float64(d)))
+		matrix(p+"ffn_gate.weight", l, d, ff, 1/math.Sqrt(float64(d)))
+		matrix(p+"ffn_down.weight", l, ff, d, 1/math.Sqrt(float64(ff)))
+		matrix(p+"ffn_up.weight", l, d, ff, 1/math.Sqrt(float64(d)))
 	}
 	norm("output_norm.weight")
 	if s.SeparateOutput {
-		matrix("output.weight", d, uint64(s.Vocab), 1/math.Sqrt(float64(d)))
+		matrix("output.weight", 0, d, uint64(s.Vocab), 1/math.Sqrt(float64(d)))
 	}
 	_, err := gw.WriteTo(w)
 	return err

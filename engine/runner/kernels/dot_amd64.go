@@ -59,3 +59,86 @@ func axpys(out, p, v []float32, stride int) {
 	_ = v[(n-1)*stride+hd-1]
 	axpysF32AVX2(&out[0], &p[0], &v[0], n, stride, hd)
 }
+
+//go:noescape
+func dotQ4_0RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, nb int, out *float32)
+
+func dotQ4_0Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
+	if !hasAVX2 || nb == 0 || len(out) == 0 {
+		rowsGeneric(dotQ4_0Generic, 18)(w, rowBytes, nb, v, out)
+		return
+	}
+	_ = w[(len(out)-1)*rowBytes+nb*18-1]
+	_ = v.Q[nb*32-1]
+	_ = v.D[nb-1]
+	dotQ4_0RowsAVX2(&w[0], rowBytes, len(out), &v.Q[0], &v.D[0], nb, &out[0])
+}
+
+func dotQ4KRows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
+	if !hasAVX2 || nb == 0 || len(out) == 0 {
+		rowsGeneric(dotQ4KGeneric, 144)(w, rowBytes, nb, v, out)
+		return
+	}
+	kRowsAVX2(dotQ4KRowsAVX2, 144, w, rowBytes, nb, v, out)
+}
+
+func dotQ5KRows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
+	if !hasAVX2 || nb == 0 || len(out) == 0 {
+		rowsGeneric(dotQ5KGeneric, 176)(w, rowBytes, nb, v, out)
+		return
+	}
+	kRowsAVX2(dotQ5KRowsAVX2, 176, w, rowBytes, nb, v, out)
+}
+
+func dotQ6KRows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
+	if !hasAVX2 || nb == 0 || len(out) == 0 {
+		rowsGeneric(dotQ6KGeneric, 210)(w, rowBytes, nb, v, out)
+		return
+	}
+	kRowsAVX2(dotQ6KRowsAVX2, 210, w, rowBytes, nb, v, out)
+}
+
+//go:noescape
+func dotF16RowsAVX2(w *byte, rowBytes, n int, x *float32, cols int, out *float32)
+
+//go:noescape
+func dotBF16RowsAVX2(w *byte, rowBytes, n int, x *float32, cols int, out *float32)
+
+// dotF16Rows sets out[i] to the product of x with the F16 row i of w,
+// rows rowBytes apart.
+func dotF16Rows(w []byte, rowBytes int, x, out []float32) {
+	if !hasAVX2 || len(x)%32 != 0 || len(x) == 0 || len(out) == 0 {
+		dotF16RowsGeneric(w, rowBytes, x, out)
+		return
+	}
+	_ = w[(len(out)-1)*rowBytes+2*len(x)-1]
+	dotF16RowsAVX2(&w[0], rowBytes, len(out), &x[0], len(x), &out[0])
+}
+
+// dotBF16Rows is dotF16Rows for BF16 rows.
+func dotBF16Rows(w []byte, rowBytes int, x, out []float32) {
+	if !hasAVX2 || len(x)%32 != 0 || len(x) == 0 || len(out) == 0 {
+		dotBF16RowsGeneric(w, rowBytes, x, out)
+		return
+	}
+	_ = w[(len(out)-1)*rowBytes+2*len(x)-1]
+	dotBF16RowsAVX2(&w[0], rowBytes, len(out), &x[0], len(x), &out[0])
+}
+
+//go:noescape
+func dotQ4KRowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb int, out *float32)
+
+//go:noescape
+func dotQ5KRowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb int, out *float32)
+
+//go:noescape
+func dotQ6KRowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb int, out *float32)
+
+// kRowsAVX2 checks what the assembly will read, then runs it.
+func kRowsAVX2(asm func(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb int, out *float32), bb int, w []byte, rowBytes, nb int, v *QVec, out []float32) {
+	_ = w[(len(out)-1)*rowBytes+nb*bb-1]
+	_ = v.QK[nb*qkK-1]
+	_ = v.DK[nb-1]
+	_ = v.BS[nb*16-1]
+	asm(&w[0], rowBytes, len(out), &v.QK[0], &v.DK[0], &v.BS[0], nb, &out[0])
+}

@@ -56,8 +56,12 @@ func TestDotProducts(t *testing.T) {
 		tol float64 // relative to Σ|w_i x_i|
 	}{
 		{gguf.F32, 1e-5}, {gguf.F16, 1e-5}, {gguf.BF16, 1e-5}, {gguf.Q8_0, 0.01}, {gguf.Q4_0, 0.01},
+		{gguf.Q4_1, 0.01}, {gguf.Q5_0, 0.01}, {gguf.Q5_1, 0.01}, {gguf.Q4_K, 0.01}, {gguf.Q5_K, 0.01}, {gguf.Q6_K, 0.01},
 	} {
-		for _, n := range []int{32, 64, 576, 1536} {
+		for _, n := range []int{32, 64, 256, 576, 1536} {
+			if n%int(tc.typ.BlockSize()) != 0 {
+				continue
+			}
 			w := randVec(r, n, 0.05)
 			x := randVec(r, n, 1)
 			enc, err := gguf.Encode(tc.typ, w)
@@ -94,7 +98,7 @@ func TestMatVecMatchesReferenceAcrossPools(t *testing.T) {
 	x := randVec(r, cols, 1)
 	qx := NewQVec(cols)
 	qx.Quantize(x)
-	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.F16, gguf.F32, gguf.BF16} {
+	for _, typ := range allTypes {
 		enc, _ := gguf.Encode(typ, w)
 		m, err := NewMatrix(typ, rows, cols, enc)
 		if err != nil {
@@ -132,7 +136,7 @@ func TestMatrixRejectsBadShapes(t *testing.T) {
 	if _, err := NewMatrix(gguf.Q8_0, 1, 33, make([]byte, 34)); err == nil {
 		t.Error("row length not a multiple of 32 accepted")
 	}
-	if _, err := NewMatrix(gguf.Q4_K, 1, 256, make([]byte, 144)); err == nil {
+	if _, err := NewMatrix(gguf.Q2_K, 1, 256, make([]byte, 84)); err == nil {
 		t.Error("unsupported type accepted")
 	}
 }

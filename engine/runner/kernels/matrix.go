@@ -17,10 +17,11 @@ type Matrix struct {
 }
 
 // NewMatrix wraps encoded data. Only the types with a dot product here are
-// accepted.
+// accepted: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and
+// Q6_K.
 func NewMatrix(t gguf.TensorType, rows, cols int, data []byte) (*Matrix, error) {
 	switch t {
-	case gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0:
+	case gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
 	default:
 		return nil, fmt.Errorf("kernels: tensor type %s is not supported", t)
 	}
@@ -34,8 +35,17 @@ func NewMatrix(t gguf.TensorType, rows, cols int, data []byte) (*Matrix, error) 
 	return &Matrix{Type: t, Rows: rows, Cols: cols, Data: data, rowBytes: rb}, nil
 }
 
-// Quantized reports whether products with m take a QVec activation.
-func (m *Matrix) Quantized() bool { return m.Type == gguf.Q8_0 || m.Type == gguf.Q4_0 }
+// Quantized reports whether products with m take a QVec activation. The
+// K-quants (Q4_K, Q5_K, Q6_K) read its 256-value form, the others its
+// 32-value form; NewQVec allocates both when the length allows, and
+// NewActivation only those a set of matrices needs.
+func (m *Matrix) Quantized() bool {
+	switch m.Type {
+	case gguf.F32, gguf.F16, gguf.BF16:
+		return false
+	}
+	return true
+}
 
 // Bytes is the encoded size of the matrix: what one product reads.
 func (m *Matrix) Bytes() int { return len(m.Data) }
@@ -51,31 +61,56 @@ func (m *Matrix) Row(i int, dst []float32) error {
 }
 
 // DotRow is the dot product of row i with x (float rows) or qx
-// (quantised rows; qx must hold x quantised).
+// (quantised rows; qx must hold x quantised in the form the type reads).
+// It runs the same kernel as the matrix products, so a row's value is
+// the same here as in MatVec or MatMul.
 func (m *Matrix) DotRow(i int, x []float32, qx *QVec) float32 {
-	row := m.Data[i*m.rowBytes : (i+1)*m.rowBytes]
-	switch m.Type {
-	case gguf.Q8_0:
-		return DotQ8_0(row, qx)
-	case gguf.Q4_0:
-		return DotQ4_0(row, qx)
-	case gguf.F16:
-		return DotF16(row, x)
-	case gguf.BF16:
-		return DotBF16(row, x)
-	default:
-		return DotF32(row, x)
-	}
+	var out [1]float32
+	m.dotRows(i, i+1, out[:], x, qx)
+	return out[0]
 }
 
 // dotRows sets out[i-lo] to row i's product for i in [lo, hi).
 func (m *Matrix) dotRows(lo, hi int, out, x []float32, qx *QVec) {
-	if m.Type == gguf.Q8_0 {
-		dotQ8_0Rows(m.Data[lo*m.rowBytes:hi*m.rowBytes], m.rowBytes, m.Cols/32, qx, out[:hi-lo])
-		return
+	w := m.Data[lo*m.rowBytes : hi*m.rowBytes]
+	out = out[:hi-lo]
+	switch m.Type {
+	case gguf.Q8_0:
+		dotQ8_0Rows(w, m.rowBytes, m.Cols/32, qx, out)
+	case gguf.Q4_0:
+		dotQ4_0Rows(w, m.rowBytes, m.Cols/32, qx, out)
+	case gguf.Q4_1:
+		rowsGeneric(dotQ4_1Generic, 20)(w, m.rowBytes, m.Cols/32, qx, out)
+	case gguf.Q5_0:
+		rowsGeneric(dotQ5_0Generic, 22)(w, m.rowBytes, m.Cols/32, qx, out)
+	case gguf.Q5_1:
+		rowsGeneric(dotQ5_1Generic, 24)(w, m.rowBytes, m.Cols/32, qx, out)
+	case gguf.Q4_K:
+		m.needK(qx)
+		dotQ4KRows(w, m.rowBytes, m.Cols/qkK, qx, out)
+	case gguf.Q5_K:
+		m.needK(qx)
+		dotQ5KRows(w, m.rowBytes, m.Cols/qkK, qx, out)
+	case gguf.Q6_K:
+		m.needK(qx)
+		dotQ6KRows(w, m.rowBytes, m.Cols/qkK, qx, out)
+	case gguf.F16:
+		dotF16Rows(w, m.rowBytes, x[:m.Cols], out)
+	case gguf.BF16:
+		dotBF16Rows(w, m.rowBytes, x[:m.Cols], out)
+	default:
+		for i := range out {
+			out[i] = DotF32(w[i*m.rowBytes:(i+1)*m.rowBytes], x)
+		}
 	}
-	for i := lo; i < hi; i++ {
-		out[i-lo] = m.DotRow(i, x, qx)
+}
+
+// needK panics with a clear message when a K-quant product is handed an
+// activation without the 256-value form: a caller's mistake that would
+// otherwise surface as an index out of range deep in a kernel.
+func (m *Matrix) needK(qx *QVec) {
+	if len(qx.DK)*qkK < m.Cols {
+		panic(fmt.Sprintf("kernels: %s matrix of %d columns needs a QVec with the 256-value form (NewQVec or NewActivation), got %d values", m.Type, m.Cols, len(qx.DK)*qkK))
 	}
 }
 

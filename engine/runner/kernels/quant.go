@@ -15,24 +15,84 @@ import (
 	"meshd/engine/runner/gguf"
 )
 
-// QVec is an activation vector quantised to blocks of 32 int8 values with
-// one float32 scale each, the form ggml uses (Q8_0/Q8_1) to dot against
-// quantised weights with integer arithmetic.
+// QVec is an activation vector quantised the ways ggml quantises
+// activations to dot them against quantised weights with integer
+// arithmetic.
+//
+// Q, D and S are the 32-value form (ggml's Q8_0/Q8_1), used with Q8_0,
+// Q4_0, Q4_1, Q5_0 and Q5_1 rows. QK, DK and BS are the 256-value form
+// (ggml's block_q8_K), used with the K-quants (Q4_K, Q5_K, Q6_K): one
+// scale per super-block lets a whole super-block accumulate in integers.
+// Quantize fills every form the QVec was allocated with.
 type QVec struct {
 	Q []int8
 	D []float32
 	// S is the sum of each block's quants: Q4_0 stores nibbles offset by
 	// 8, and subtracting 8·S recentres a whole block at once.
 	S []int32
+
+	// QK holds the quants of the 256-value form, DK a scale per 256
+	// values (negative when the block's largest magnitude is negative,
+	// as in ggml), BS the sums of each 16 consecutive quants.
+	QK []int8
+	DK []float32
+	BS []int16
 }
 
-// NewQVec allocates a QVec for n values (n a multiple of 32).
+// NewQVec allocates a QVec for n values (n a multiple of 32) with every
+// form n allows: the 32-value form always, the 256-value form when n is
+// a multiple of 256. Use NewActivation to allocate only the forms a set
+// of matrices reads.
 func NewQVec(n int) *QVec {
-	return &QVec{Q: make([]int8, n), D: make([]float32, n/32), S: make([]int32, n/32)}
+	v := &QVec{Q: make([]int8, n), D: make([]float32, n/32), S: make([]int32, n/32)}
+	if n%qkK == 0 {
+		v.allocK(n)
+	}
+	return v
 }
 
-// Quantize fills v from x, len(x) == len(v.Q).
+// NewActivation allocates a QVec for n values holding exactly the forms
+// the given matrices' products read: nil when none of them is quantised
+// (float rows read the float activation).
+func NewActivation(n int, ms ...*Matrix) *QVec {
+	var v *QVec
+	for _, m := range ms {
+		if m == nil || !m.Quantized() {
+			continue
+		}
+		if v == nil {
+			v = &QVec{}
+		}
+		if isKQuant(m.Type) {
+			if v.DK == nil {
+				v.allocK(n)
+			}
+		} else if v.D == nil {
+			v.Q, v.D, v.S = make([]int8, n), make([]float32, n/32), make([]int32, n/32)
+		}
+	}
+	return v
+}
+
+// NewActivation allocates the activation for products with m alone: a
+// QVec of m.Cols values in the form m's rows read, nil for float rows.
+func (m *Matrix) NewActivation() *QVec { return NewActivation(m.Cols, m) }
+
+func (v *QVec) allocK(n int) {
+	v.QK, v.DK, v.BS = make([]int8, n), make([]float32, n/qkK), make([]int16, n/16)
+}
+
+// Quantize fills v from x: each allocated form, len(x) == its length.
 func (v *QVec) Quantize(x []float32) {
+	if len(v.D) > 0 {
+		v.quantize32(x)
+	}
+	if len(v.DK) > 0 {
+		v.quantizeK(x)
+	}
+}
+
+func (v *QVec) quantize32(x []float32) {
 	for b := range v.D {
 		blk := (*[32]float32)(x[b*32:])
 		var amax float32
@@ -66,6 +126,53 @@ func (v *QVec) Quantize(x []float32) {
 		v.D[b] = d
 		v.S[b] = s
 	}
+}
+
+// quantizeK is ggml's quantize_row_q8_K_ref: the value of largest
+// magnitude maps to −127 (so the scale carries its sign), the others
+// round to nearest, ties to even, capped at 127.
+func (v *QVec) quantizeK(x []float32) {
+	for b := range v.DK {
+		blk := (*[qkK]float32)(x[b*qkK:])
+		q := (*[qkK]int8)(v.QK[b*qkK:])
+		bs := (*[qkK / 16]int16)(v.BS[b*(qkK/16):])
+		var amax, mx float32
+		for _, f := range blk {
+			if a := abs32(f); a > amax {
+				amax, mx = a, f
+			}
+		}
+		if amax == 0 {
+			v.DK[b] = 0
+			clear(q[:])
+			clear(bs[:])
+			continue
+		}
+		iscale := -127 / mx
+		for j, f := range blk {
+			q[j] = int8(min(127, nearestInt(iscale*f)))
+		}
+		for j := range bs {
+			var s int16
+			for _, qq := range q[16*j : 16*j+16] {
+				s += int16(qq)
+			}
+			bs[j] = s
+		}
+		v.DK[b] = 1 / iscale
+	}
+}
+
+// nearestInt rounds to nearest, ties to even, as ggml's nearest_int.
+func nearestInt(f float32) int32 {
+	v := f + 12582912
+	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000
+}
+
+const qkK = gguf.QK_K
+
+func isKQuant(t gguf.TensorType) bool {
+	return t == gguf.Q4_K || t == gguf.Q5_K || t == gguf.Q6_K
 }
 
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
@@ -337,30 +444,16 @@ func dotQ8_0x4Generic(r0, r1, r2, r3 []byte, v *QVec, out *[4]float32) {
 	out[0], out[1], out[2], out[3] = o0, o1, o2, o3
 }
 
-// DotQ4_0 is the dot product of one Q4_0 row with v.
+// DotQ4_0 is the dot product of one Q4_0 row with v, over the blocks
+// both hold.
 func DotQ4_0(row []byte, v *QVec) float32 {
-	var sum float32
-	q := v.Q
-	s := v.S[:len(v.D)]
-	for b, d := range v.D {
-		if len(row) < 18 || len(q) < 32 {
-			break
-		}
-		w := (*[18]byte)(row)
-		a := (*[32]int8)(q)
-		var s0, s1 int32
-		for j := 0; j < 16; j += 4 {
-			s0 += int32(w[2+j]&0xf)*int32(a[j]) + int32(w[2+j]>>4)*int32(a[j+16])
-			s1 += int32(w[3+j]&0xf)*int32(a[j+1]) + int32(w[3+j]>>4)*int32(a[j+17])
-			s0 += int32(w[4+j]&0xf)*int32(a[j+2]) + int32(w[4+j]>>4)*int32(a[j+18])
-			s1 += int32(w[5+j]&0xf)*int32(a[j+3]) + int32(w[5+j]>>4)*int32(a[j+19])
-		}
-		dw := gguf.F16ToF32(uint16(w[0]) | uint16(w[1])<<8)
-		sum += dw * d * float32(s0+s1-8*s[b])
-		row = row[18:]
-		q = q[32:]
+	var out [1]float32
+	nb := min(len(v.D), len(v.Q)/32, len(row)/18)
+	if nb == 0 {
+		return 0
 	}
-	return sum
+	dotQ4_0Rows(row, 18*nb, nb, v, out[:])
+	return out[0]
 }
 
 // DotF32 is the dot product of an F32-encoded row with x.

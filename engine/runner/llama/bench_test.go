@@ -2,6 +2,11 @@ package llama
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,4 +111,159 @@ func BenchmarkDecodeSmolLM135M(b *testing.B) {
 	b.ReportMetric(tps*wb/bw1, "frac-of-bound")
 	b.ReportMetric(tps*wb/bwN, "frac-of-mt-bound")
 	b.ReportMetric(float64(pool.Workers()), "threads")
+}
+
+// readBandwidth is bytes read per second by threads goroutines summing
+// their own contiguous share of a buffer far larger than the caches, best
+// of two: the bound for a decode step, which streams every weight once.
+func readBandwidth(buf []uint64, threads int) float64 {
+	best := 0.0
+	share := len(buf) / threads
+	sums := make([]uint64, threads)
+	for range 2 {
+		var wg sync.WaitGroup
+		t := time.Now()
+		for i := range threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				part := buf[i*share : (i+1)*share]
+				var s0, s1, s2, s3 uint64
+				for j := 0; j+4 <= len(part); j += 4 {
+					s0 += part[j]
+					s1 += part[j+1]
+					s2 += part[j+2]
+					s3 += part[j+3]
+				}
+				sums[i] = s0 ^ s1 ^ s2 ^ s3
+			}()
+		}
+		wg.Wait()
+		best = max(best, float64(threads*share*8)/time.Since(t).Seconds())
+	}
+	return best
+}
+
+func median(x []float64) float64 {
+	y := append([]float64(nil), x...)
+	sort.Float64s(y)
+	if len(y)%2 == 1 {
+		return y[len(y)/2]
+	}
+	return (y[len(y)/2-1] + y[len(y)/2]) / 2
+}
+
+// benchShape is a dim-2048, 8-layer model of TinyLlama's proportions.
+var benchShape = gguf.Shape{Layers: 8, Dim: 2048, Heads: 32, KVHeads: 4, FF: 5632, Vocab: 32000, Ctx: 512}
+
+// benchModel builds the benchmark model in type typ: gguf.Synth where it
+// writes the type, else the Q8_0 model re-encoded with gguf.Encode. The
+// reason is returned instead when the type cannot be built or run.
+func benchModel(b *testing.B, typ gguf.TensorType, q8 func() *gguf.File) (*Model, string) {
+	probe := make([]float32, 256)
+	if _, err := kernels.NewMatrix(typ, 1, 256, make([]byte, typ.RowBytes(256))); err != nil {
+		return nil, fmt.Sprintf("kernels: %v", err)
+	}
+	if _, err := gguf.Encode(typ, probe); err != nil {
+		return nil, fmt.Sprintf("gguf: %v", err)
+	}
+	s := benchShape
+	s.Type = typ
+	var f *gguf.File
+	if s.Validate() == nil {
+		f = synthFile(b, s, 1)
+	} else {
+		f = rewrite(b, q8(), variant{retype: true, typ: typ}, 1)
+	}
+	m, err := Load(f)
+	if err != nil {
+		return nil, fmt.Sprintf("load: %v", err)
+	}
+	return m, ""
+}
+
+// BenchmarkPromptVsDecode measures, per weight type that kernels and gguf
+// handle at run time (F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; others are
+// skipped with a note), on a synthetic dim-2048 8-layer model with every
+// core (-cpu sets them): decode tok/s, the read bandwidth of the machine
+// measured in the same repetition, the decode rate's fraction of the
+// bandwidth bound (WeightBytesPerToken · tok/s ÷ bandwidth), prompt tok/s
+// for a 128-token batched prompt, and prompt ÷ decode tok/s. Each
+// iteration is one repetition of all three, interleaved; the reported
+// figures are medians over repetitions (run with -benchtime=5x).
+func BenchmarkPromptVsDecode(b *testing.B) {
+	const promptN, decodeN = 128, 16
+	buf := make([]uint64, (512<<20)/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	var q8 *gguf.File
+	q8File := func() *gguf.File {
+		if q8 == nil {
+			s := benchShape
+			s.Type = gguf.Q8_0
+			q8 = synthFile(b, s, 1)
+		}
+		return q8
+	}
+	var table []string
+	for _, typ := range []gguf.TensorType{gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
+		b.Run(typ.String(), func(b *testing.B) {
+			m, why := benchModel(b, typ, q8File)
+			if m == nil {
+				table = append(table, fmt.Sprintf("%-5s skipped: %s", typ, why))
+				b.Skipf("%s skipped: %s", typ, why)
+			}
+			pool := kernels.NewPool(0)
+			defer pool.Close()
+			st, err := m.NewState(promptN+decodeN+1, pool)
+			if err != nil {
+				b.Fatal(err)
+			}
+			prompt := testPrompt(promptN, m.Vocab)
+			ctx := context.Background()
+			if _, err := st.EvalBatch(ctx, prompt[:8]); err != nil { // warm up
+				b.Fatal(err)
+			}
+			var dec, pr, ratio, bw []float64
+			for b.Loop() {
+				bw = append(bw, readBandwidth(buf, pool.Workers()))
+
+				st.Truncate(0)
+				logits, err := st.EvalBatch(ctx, prompt[:4])
+				if err != nil {
+					b.Fatal(err)
+				}
+				t := time.Now()
+				for range decodeN {
+					if logits, err = st.Eval(Argmax(logits)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				dec = append(dec, decodeN/time.Since(t).Seconds())
+
+				st.Truncate(0)
+				t = time.Now()
+				if _, err := st.EvalBatch(ctx, prompt); err != nil {
+					b.Fatal(err)
+				}
+				pr = append(pr, promptN/time.Since(t).Seconds())
+				ratio = append(ratio, pr[len(pr)-1]/dec[len(dec)-1])
+			}
+			wb := float64(m.WeightBytesPerToken())
+			d, p, r, w := median(dec), median(pr), median(ratio), median(bw)
+			b.ReportMetric(d, "decode-tok/s")
+			b.ReportMetric(w/wb, "bound-tok/s")
+			b.ReportMetric(d*wb/w, "frac-of-bound")
+			b.ReportMetric(p, "prompt-tok/s")
+			b.ReportMetric(r, "prompt/decode")
+			b.ReportMetric(w/1e9, "read-GB/s")
+			b.ReportMetric(float64(len(dec)), "reps")
+			table = append(table, fmt.Sprintf("%-5s %8.0f MB %8.2f %8.2f %6.2f %9.2f %8.2f %6.1f %3d", typ,
+				wb/1e6, d, w/wb, d*wb/w, p, r, w/1e9, len(dec)))
+		})
+	}
+	b.Logf("medians over interleaved repetitions, %d-token prompt, %d decode steps, %d threads\n"+
+		"type  bytes/token decode/s  bound/s  frac  prompt/s  p/d-ratio GB/s reps\n%s",
+		promptN, decodeN, runtime.GOMAXPROCS(0), strings.Join(table, "\n"))
 }

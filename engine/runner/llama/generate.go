@@ -75,19 +75,14 @@ func (s *State) Generate(ctx context.Context, req Request) (Result, error) {
 	s.Truncate(n)
 	res.CacheN = n
 	start := time.Now()
-	var logits []float32
-	var err error
-	for _, t := range req.Prompt[n:] {
-		if err := ctx.Err(); err != nil {
-			s.Truncate(0)
-			return res, err
-		}
-		if logits, err = s.Eval(t); err != nil {
-			s.Truncate(0)
-			return res, err
-		}
-		res.PromptN++
+	// The prompt runs batched (EvalBatch); a cancelled or failed prompt
+	// leaves the cache empty, as if the request had not come.
+	logits, err := s.EvalBatch(ctx, req.Prompt[n:])
+	if err != nil {
+		s.Truncate(0)
+		return res, err
 	}
+	res.PromptN = len(req.Prompt) - n
 	res.PromptDur = time.Since(start)
 	start = time.Now()
 	sampler := NewSampler(req.Sampling)

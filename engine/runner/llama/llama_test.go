@@ -34,6 +34,9 @@ func loadSynth(t testing.TB, s gguf.Shape, seed uint64) (*Model, *gguf.File) {
 // description, recomputing every position from scratch (no cache).
 type refModel struct {
 	c                   Config
+	neox                bool
+	invFreq             []float64 // per rotated pair: base^(−2i/n_rot)·scale/factor_i
+	bq, bk, bv, bo      [][]float64
 	embd, out           [][]float64
 	outNorm             []float64
 	attnNorm, ffnNorm   [][]float64
@@ -61,8 +64,27 @@ func decodeMat(t *testing.T, f *gguf.File, name string) [][]float64 {
 	return m
 }
 
-func newRef(t *testing.T, m *Model, f *gguf.File) *refModel {
-	r := &refModel{c: m.Config}
+// newRef reads the weights back from the file. neox and scale (the rope
+// frequency scale) are the test's expectations, not the loader's reading.
+func newRef(t *testing.T, m *Model, f *gguf.File, neox bool, scale float64) *refModel {
+	r := &refModel{c: m.Config, neox: neox}
+	var factors []float64
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		factors = decodeMat(t, f, "rope_freqs.weight")[0]
+	}
+	for i := 0; i < m.NRot/2; i++ {
+		fr := math.Pow(m.RopeBase, -2*float64(i)/float64(m.NRot)) * scale
+		if factors != nil {
+			fr /= factors[i]
+		}
+		r.invFreq = append(r.invFreq, fr)
+	}
+	bias := func(name string) []float64 {
+		if _, ok := f.Tensor(name); !ok {
+			return nil
+		}
+		return decodeMat(t, f, name)[0]
+	}
 	r.embd = decodeMat(t, f, "token_embd.weight")
 	r.out = r.embd
 	if _, ok := f.Tensor("output.weight"); ok {
@@ -80,6 +102,10 @@ func newRef(t *testing.T, m *Model, f *gguf.File) *refModel {
 		r.g = append(r.g, decodeMat(t, f, p+"ffn_gate.weight"))
 		r.u = append(r.u, decodeMat(t, f, p+"ffn_up.weight"))
 		r.d = append(r.d, decodeMat(t, f, p+"ffn_down.weight"))
+		r.bq = append(r.bq, bias(p+"attn_q.bias"))
+		r.bk = append(r.bk, bias(p+"attn_k.bias"))
+		r.bv = append(r.bv, bias(p+"attn_v.bias"))
+		r.bo = append(r.bo, bias(p+"attn_output.bias"))
 	}
 	return r
 }
@@ -107,19 +133,38 @@ func rms(x, w []float64, eps float64) []float64 {
 	return out
 }
 
-func rope(x []float64, hd, pos int, base float64) {
+// rope rotates each head of x at pos: adjacent pairs (NORM), or
+// (x[i], x[i+n_rot/2]) (NEOX), pair i by pos·invFreq[i].
+func rope(x []float64, hd, pos int, invFreq []float64, neox bool) {
+	half := len(invFreq)
 	for h := 0; h < len(x); h += hd {
-		for i := 0; i < hd/2; i++ {
-			th := float64(pos) * math.Pow(base, -2*float64(i)/float64(hd))
-			a, b := x[h+2*i], x[h+2*i+1]
-			x[h+2*i] = a*math.Cos(th) - b*math.Sin(th)
-			x[h+2*i+1] = a*math.Sin(th) + b*math.Cos(th)
+		for i, f := range invFreq {
+			th := float64(pos) * f
+			i0, i1 := h+2*i, h+2*i+1
+			if neox {
+				i0, i1 = h+i, h+i+half
+			}
+			a, b := x[i0], x[i1]
+			x[i0] = a*math.Cos(th) - b*math.Sin(th)
+			x[i1] = a*math.Sin(th) + b*math.Cos(th)
 		}
+	}
+}
+
+func addTo(x, b []float64) {
+	for i := range b {
+		x[i] += b[i]
 	}
 }
 
 // logits computes the last position's logits for the whole sequence.
 func (r *refModel) logits(tokens []int) []float64 {
+	h := r.hidden(tokens)
+	return mv(r.out, h[len(h)-1])
+}
+
+// hidden computes every position's final-normed hidden state.
+func (r *refModel) hidden(tokens []int) [][]float64 {
 	c := r.c
 	n := len(tokens)
 	xs := make([][]float64, n)
@@ -132,8 +177,11 @@ func (r *refModel) logits(tokens []int) []float64 {
 		for i := range xs {
 			h := rms(xs[i], r.attnNorm[l], float64(c.Eps))
 			qs[i], ks[i], vs[i] = mv(r.q[l], h), mv(r.k[l], h), mv(r.v[l], h)
-			rope(qs[i], hd, i, c.RopeBase)
-			rope(ks[i], hd, i, c.RopeBase)
+			addTo(qs[i], r.bq[l])
+			addTo(ks[i], r.bk[l])
+			addTo(vs[i], r.bv[l])
+			rope(qs[i], hd, i, r.invFreq, r.neox)
+			rope(ks[i], hd, i, r.invFreq, r.neox)
 		}
 		for i := range xs {
 			att := make([]float64, c.Dim)
@@ -160,6 +208,7 @@ func (r *refModel) logits(tokens []int) []float64 {
 				}
 			}
 			o := mv(r.o[l], att)
+			addTo(o, r.bo[l])
 			for d := range o {
 				xs[i][d] += o[d]
 			}
@@ -174,7 +223,10 @@ func (r *refModel) logits(tokens []int) []float64 {
 			}
 		}
 	}
-	return mv(r.out, rms(xs[n-1], r.outNorm, float64(c.Eps)))
+	for i := range xs {
+		xs[i] = rms(xs[i], r.outNorm, float64(c.Eps))
+	}
+	return xs
 }
 
 // TestCachedForwardMatchesReference checks the KV-cache forward pass
@@ -187,7 +239,7 @@ func TestCachedForwardMatchesReference(t *testing.T) {
 		s := small
 		s.Type = tc.typ
 		m, f := loadSynth(t, s, 42)
-		ref := newRef(t, m, f)
+		ref := newRef(t, m, f, false, 1)
 		pool := kernels.NewPool(3)
 		st, err := m.NewState(32, pool)
 		if err != nil {
@@ -333,7 +385,7 @@ func TestLoadRejectsBrokenModels(t *testing.T) {
 	gguf.Synth(&buf, small, 1)
 	f, _ := gguf.Parse(buf.Bytes())
 	for key, mutate := range map[string]func(w *gguf.Writer){
-		"wrong architecture": func(w *gguf.Writer) { w.AddKV("general.architecture", "qwen2") },
+		"wrong architecture": func(w *gguf.Writer) { w.AddKV("general.architecture", "falcon") },
 		"missing tensor":     nil,
 	} {
 		var w gguf.Writer

@@ -7,6 +7,12 @@ import (
 	"meshd/engine/runner/kernels"
 )
 
+// DefaultPromptChunk is how many prompt tokens EvalBatch runs through the
+// layers at once: enough to read each weight tile once for many tokens,
+// few enough that the batch's activations (chunk × (4·dim + 2·ff) floats)
+// stay small.
+const DefaultPromptChunk = 128
+
 // State is one sequence's KV cache and scratch space. It is not safe for
 // concurrent use.
 type State struct {
@@ -26,6 +32,9 @@ type State struct {
 	qkv, gateUp, one kernels.MatVecs
 	attn             attention
 	siluMul          kernels.RangeFunc
+
+	chunk int    // prompt tokens per batch
+	b     *batch // batch scratch, allocated on the first batch
 }
 
 // attention is one layer's attention over the pool, a loop over heads.
@@ -44,14 +53,18 @@ func (a *attention) Range(lo, hi int) {
 	}
 }
 
-// NewState allocates a cache for nCtx positions. The pool runs the
+// NewState allocates a cache for exactly nCtx positions, which must not
+// exceed the model's trained context (TrainedContext). The pool runs the
 // matrix products; it may be shared by states used one at a time.
 func (m *Model) NewState(nCtx int, pool *kernels.Pool) (*State, error) {
 	if nCtx < 1 || nCtx > 1<<20 {
 		return nil, fmt.Errorf("llama: context size %d out of range", nCtx)
 	}
+	if nCtx > m.CtxTrain {
+		return nil, fmt.Errorf("llama: context size %d exceeds the model's trained context of %d", nCtx, m.CtxTrain)
+	}
 	kvDim := m.KVHeads * m.HeadDim
-	s := &State{m: m, pool: pool, nCtx: nCtx,
+	s := &State{m: m, pool: pool, nCtx: nCtx, chunk: DefaultPromptChunk,
 		k: make([][]float32, m.Layers), v: make([][]float32, m.Layers),
 		x: make([]float32, m.Dim), xb: make([]float32, m.Dim), xb2: make([]float32, m.Dim),
 		q: make([]float32, m.Dim), att: make([]float32, m.Dim),
@@ -92,7 +105,8 @@ func (s *State) Truncate(n int) {
 }
 
 // Eval runs one token at the next position and returns the logits, which
-// stay valid until the next call.
+// stay valid until the next call. It is the decode step; EvalBatch runs
+// many tokens faster.
 func (s *State) Eval(tok int) ([]float32, error) {
 	m := s.m
 	pos := len(s.tokens)
@@ -103,11 +117,10 @@ func (s *State) Eval(tok int) ([]float32, error) {
 		return nil, fmt.Errorf("llama: token %d outside the %d-token vocabulary", tok, m.Vocab)
 	}
 	if err := m.embd.Row(tok, s.x); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("llama: embedding of token %d: %w", tok, err)
 	}
 	kvDim := m.KVHeads * m.HeadDim
-	hd := m.HeadDim
-	kernels.RopeAngles(pos, m.RopeBase, m.NRot, s.cos, s.sin)
+	m.ropeAngles(pos, s.cos, s.sin)
 	for li := range m.layers {
 		l := &m.layers[li]
 		kernels.RMSNorm(s.xb, s.x, l.attnNorm, m.Eps)
@@ -118,12 +131,16 @@ func (s *State) Eval(tok int) ([]float32, error) {
 		s.qkv.Prods[1] = kernels.Product{M: l.k, Out: kc}
 		s.qkv.Prods[2] = kernels.Product{M: l.v, Out: vc}
 		s.qkv.Run(s.pool)
-		kernels.RopeNorm(s.q, hd, s.cos, s.sin)
-		kernels.RopeNorm(kc, hd, s.cos, s.sin)
+		addBias(s.q, l.bq)
+		addBias(kc, l.bk)
+		addBias(vc, l.bv)
+		m.rope(s.q, s.cos, s.sin)
+		m.rope(kc, s.cos, s.sin)
 		s.attn.k, s.attn.v, s.attn.n = s.k[li], s.v[li], pos+1
 		s.pool.Run(m.Heads, 1, &s.attn)
 		s.quantize(s.qDim, s.att)
 		s.matVec(l.o, s.xb2, s.att, s.qDim)
+		addBias(s.xb2, l.bo)
 		kernels.Add(s.x, s.xb2)
 
 		kernels.RMSNorm(s.xb, s.x, l.ffnNorm, m.Eps)
@@ -152,5 +169,39 @@ func (s *State) matVec(w *kernels.Matrix, out, x []float32, qx *kernels.QVec) {
 func (s *State) quantize(q *kernels.QVec, x []float32) {
 	if q != nil {
 		q.Quantize(x)
+	}
+}
+
+// addBias does x += b for a bias b (nil: none).
+func addBias(x, b []float32) {
+	if b != nil {
+		kernels.Add(x, b)
+	}
+}
+
+// ropeAngles fills cos and sin (len NRot/2) for position pos.
+func (m *Model) ropeAngles(pos int, cos, sin []float32) {
+	for i, f := range m.invFreq {
+		sn, cs := math.Sincos(float64(pos) * f)
+		cos[i], sin[i] = float32(cs), float32(sn)
+	}
+}
+
+// rope rotates every head of x (heads of HeadDim values) by the angles
+// in cos and sin, in the model's layout: NORM rotates (x[2i], x[2i+1]),
+// NEOX rotates (x[i], x[i+NRot/2]); values past NRot are left alone.
+func (m *Model) rope(x, cos, sin []float32) {
+	if !m.RopeNeox {
+		kernels.RopeNorm(x, m.HeadDim, cos, sin)
+		return
+	}
+	half := len(cos)
+	for h := 0; h+m.HeadDim <= len(x); h += m.HeadDim {
+		v := x[h : h+m.HeadDim]
+		for i := range half {
+			a, b := v[i], v[i+half]
+			v[i] = a*cos[i] - b*sin[i]
+			v[i+half] = a*sin[i] + b*cos[i]
+		}
 	}
 }

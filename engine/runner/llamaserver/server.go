@@ -1,51 +1,149 @@
 // Package llamaserver owns the HTTP face of the pure-Go GGUF runner: the
 // subset of llama-server's API (/health, /completion, /tokenize,
-// /detokenize, /props) with llama-server's field names, defaults, error
-// shapes and loading behaviour, over one slot.
+// /detokenize, /props, /embedding, /v1/chat/completions, /v1/embeddings)
+// with llama-server's field names, defaults, error shapes, streaming
+// format and loading behaviour, over one or more slots.
+//
+// A request never holds a slot while it is read, decoded, tokenized or
+// validated: the body is capped (413 past the limit), a string prompt is
+// first checked against a cheap lower bound of its token count (no token
+// spells more bytes than the longest vocabulary entry), then tokenized and
+// checked exactly, all before the request queues for a slot. Each slot is
+// its own llama.State (its own KV cache) over the shared weights and the
+// shared kernel pool, whose loops take turns.
 package llamaserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"io"
 	"net/http"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"meshd/engine/runner/chat"
 	"meshd/engine/runner/llama"
+	"meshd/engine/runner/tokenizer"
 )
 
 // BuildInfo identifies this runner in /props.
 const BuildInfo = "mesh-gguf/1 (pure Go)"
 
+// DefaultMaxBodyBytes caps a request body when Server.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 8 << 20
+
 // Server answers the API. It reports "Loading model" until Ready is
-// called, so the listener can be bound before the model is read.
+// called, so the listener can be bound before the model is read. The
+// exported fields are configuration: set them before Handler is called.
 type Server struct {
 	ModelPath string
+	// MaxBodyBytes caps every request body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxPredict, if positive, is the default t_max_predict_ms of every
+	// completion: generation stops with stop_type "limit" once this much
+	// time has passed since its first generated token.
+	MaxPredict time.Duration
+	// Embeddings enables /embedding and /v1/embeddings, as llama-server's
+	// --embedding does; without it they answer 501.
+	Embeddings bool
+	// ChatTemplate is the model's tokenizer.chat_template (Jinja),
+	// rendered with engine/runner/chat for /v1/chat/completions; empty
+	// means ChatML, llama-server's fallback.
+	ChatTemplate string
 
 	ready atomic.Bool
-	mu    sync.Mutex // one slot: completions run one at a time
-	model *llama.Model
-	state *llama.State
+	// Set once by Ready before ready is stored; read-only afterwards.
+	model       *llama.Model
+	slots       *slotPool
+	nCtx        int // positions per slot
+	maxTokBytes int // the most input bytes one token can stand for
+	chatTpl     *chat.Template
+	chatErr     error // why ChatTemplate did not compile
+	hooks       hooks
 }
 
-// Ready installs the loaded model and its state and starts serving.
-func (s *Server) Ready(m *llama.Model, st *llama.State) {
-	s.mu.Lock()
-	s.model, s.state = m, st
-	s.mu.Unlock()
+// hooks let tests observe and gate a request at its stages; every field
+// may be nil.
+type hooks struct {
+	// validate runs after the body is decoded and before the prompt is
+	// checked or tokenized, with the prompt's size in bytes.
+	validate func(ctx context.Context, promptBytes int)
+	// queued runs when a request starts waiting for a slot.
+	queued func()
+	// acquired runs when a request has taken slot id.
+	acquired func(ctx context.Context, id int)
+	// token runs after each generated token with the count so far.
+	token func(ctx context.Context, n int)
+	// done runs when a generation ends, with its error (nil when it
+	// finished) and the number of tokens generated.
+	done func(err error, n int)
+	// now replaces time.Now for generation deadlines.
+	now func() time.Time
+}
+
+func (s *Server) now() time.Time {
+	if s.hooks.now != nil {
+		return s.hooks.now()
+	}
+	return time.Now()
+}
+
+// Ready installs the loaded model and one state per slot (each with its
+// own KV cache of the same size) and starts serving. It must be called
+// once, with at least one state.
+func (s *Server) Ready(m *llama.Model, slots ...*llama.State) {
+	if len(slots) == 0 {
+		panic("llamaserver: Ready needs at least one slot")
+	}
+	s.model = m
+	s.nCtx = slots[0].Ctx()
+	for _, st := range slots[1:] {
+		s.nCtx = min(s.nCtx, st.Ctx())
+	}
+	s.slots = newSlotPool(slots)
+	s.maxTokBytes = maxTokenBytes(m)
+	s.parseChatTemplate()
 	s.ready.Store(true)
+}
+
+// maxTokenBytes is an upper bound on the input bytes a single token can
+// consume: a byte token one; a control or user-defined token its text
+// (matched literally when special tokens are parsed); any other the
+// longest of its stored text and its decoded piece (SentencePiece stores
+// a space as three bytes, byte-level BPE a byte as one or two).
+func maxTokenBytes(m *llama.Model) int {
+	tok := m.Tok
+	n := 1
+	for i, t := range tok.Tokens {
+		if i < len(tok.Types) && tok.Types[i] == tokenizer.TypeByte {
+			continue
+		}
+		n = max(n, len(t), len(tok.Piece(i)))
+	}
+	return n
+}
+
+func (s *Server) maxBody() int64 {
+	if s.MaxBodyBytes > 0 {
+		return s.MaxBodyBytes
+	}
+	return DefaultMaxBodyBytes
 }
 
 // Handler routes the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("GET /v1/health", s.health)
 	mux.HandleFunc("POST /completion", s.completion)
 	mux.HandleFunc("POST /completions", s.completion)
+	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletion)
+	mux.HandleFunc("POST /chat/completions", s.chatCompletion)
+	mux.HandleFunc("POST /embedding", s.embedding)
+	mux.HandleFunc("POST /embeddings", s.embedding)
+	mux.HandleFunc("POST /v1/embeddings", s.embeddingOAI)
 	mux.HandleFunc("POST /tokenize", s.tokenize)
 	mux.HandleFunc("POST /detokenize", s.detokenize)
 	mux.HandleFunc("GET /props", s.props)
@@ -59,6 +157,21 @@ type apiError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Type    string `json:"type"`
+	// Set on exceed_context_size_error, as llama-server does.
+	NPromptTokens int `json:"n_prompt_tokens,omitempty"`
+	NCtx          int `json:"n_ctx,omitempty"`
+}
+
+// requestError is a client error found while reading or validating a
+// request, before any slot is taken.
+type requestError struct {
+	apiError
+}
+
+func (e *requestError) Error() string { return e.Message }
+
+func badRequest(format string, args ...any) *requestError {
+	return &requestError{apiError{Code: http.StatusBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...)}}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -68,7 +181,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, typ, msg string) {
-	writeJSON(w, code, map[string]apiError{"error": {Code: code, Message: msg, Type: typ}})
+	writeAPIError(w, apiError{Code: code, Message: msg, Type: typ})
+}
+
+func writeAPIError(w http.ResponseWriter, e apiError) {
+	writeJSON(w, e.Code, map[string]apiError{"error": e})
+}
+
+// writeErr answers err: a requestError as itself, anything else as a 500.
+func writeErr(w http.ResponseWriter, err error) {
+	var re *requestError
+	if errors.As(err, &re) {
+		writeAPIError(w, re.apiError)
+		return
+	}
+	writeError(w, http.StatusInternalServerError, "server_error", err.Error())
 }
 
 // loaded answers 503 while loading, as llama-server does on every route.
@@ -82,261 +209,44 @@ func (s *Server) loaded(w http.ResponseWriter) bool {
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if s.loaded(w) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		idle, busy := s.slots.counts()
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_idle": idle, "slots_processing": busy})
 	}
 }
 
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20))
-	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("invalid JSON body: %v", err))
-		return false
+// decode reads a JSON body of at most the configured size into v. A body
+// declared larger than the limit is refused before any of it is read; one
+// that turns out larger is refused as soon as the limit is passed, so a
+// request never costs more than the limit in memory.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	limit := s.maxBody()
+	tooLarge := func() error {
+		return &requestError{apiError{Code: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+			Message: fmt.Sprintf("request body exceeds the limit of %d bytes", limit)}}
 	}
-	return true
-}
-
-type completionRequest struct {
-	Prompt       json.RawMessage `json:"prompt"`
-	NPredict     *int            `json:"n_predict"`
-	MaxTokens    *int            `json:"max_tokens"`
-	CachePrompt  *bool           `json:"cache_prompt"`
-	Temperature  *float64        `json:"temperature"`
-	TopK         *int            `json:"top_k"`
-	TopP         *float64        `json:"top_p"`
-	MinP         *float64        `json:"min_p"`
-	Seed         *int64          `json:"seed"`
-	ReturnTokens bool            `json:"return_tokens"`
-	IgnoreEOS    bool            `json:"ignore_eos"`
-	Stream       bool            `json:"stream"`
-	Stop         []string        `json:"stop"`
-}
-
-type timings struct {
-	CacheN              int     `json:"cache_n"`
-	PromptN             int     `json:"prompt_n"`
-	PromptMS            float64 `json:"prompt_ms"`
-	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
-	PromptPerSecond     float64 `json:"prompt_per_second"`
-	PredictedN          int     `json:"predicted_n"`
-	PredictedMS         float64 `json:"predicted_ms"`
-	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
-	PredictedPerSecond  float64 `json:"predicted_per_second"`
-}
-
-// CompletionResponse is the non-streaming /completion answer.
-type CompletionResponse struct {
-	Index              int            `json:"index"`
-	Content            string         `json:"content"`
-	Tokens             []int          `json:"tokens"`
-	IDSlot             int            `json:"id_slot"`
-	Stop               bool           `json:"stop"`
-	Model              string         `json:"model"`
-	TokensPredicted    int            `json:"tokens_predicted"`
-	TokensEvaluated    int            `json:"tokens_evaluated"`
-	GenerationSettings map[string]any `json:"generation_settings"`
-	Prompt             string         `json:"prompt"`
-	HasNewLine         bool           `json:"has_new_line"`
-	Truncated          bool           `json:"truncated"`
-	StopType           string         `json:"stop_type"`
-	StoppingWord       string         `json:"stopping_word"`
-	TokensCached       int            `json:"tokens_cached"`
-	Timings            timings        `json:"timings"`
-}
-
-func (s *Server) parsePrompt(raw json.RawMessage) ([]int, string, error) {
-	tok := s.model.Tok
-	if len(raw) == 0 {
-		return nil, "", errors.New(`"prompt" is required`)
+	if r.ContentLength > limit {
+		// Do not drain a body we refuse: close the connection after
+		// answering.
+		w.Header().Set("Connection", "close")
+		return tooLarge()
 	}
-	var text string
-	if err := json.Unmarshal(raw, &text); err == nil {
-		return tok.Encode(text, true, true), text, nil
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	err := dec.Decode(v)
+	if err == nil {
+		// Read to the end (within the limit) so that the server watches
+		// the connection and cancels the request's context if the
+		// client goes away.
+		_, err = io.Copy(io.Discard, body)
 	}
-	// An array mixes token ids and strings, as llama-server allows; only a
-	// leading string gets BOS.
-	var parts []json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, "", errors.New(`"prompt" must be a string or an array of tokens`)
-	}
-	var ids []int
-	for i, p := range parts {
-		var id int
-		if err := json.Unmarshal(p, &id); err == nil {
-			if id < 0 || id >= tok.Len() {
-				return nil, "", fmt.Errorf("prompt token %d out of range [0, %d)", id, tok.Len())
-			}
-			ids = append(ids, id)
-			continue
-		}
-		var s string
-		if err := json.Unmarshal(p, &s); err != nil {
-			return nil, "", fmt.Errorf("prompt element %d is neither a token nor a string", i)
-		}
-		ids = append(ids, tok.Encode(s, i == 0, true)...)
-	}
-	return ids, tok.Decode(ids), nil
-}
-
-func (s *Server) completion(w http.ResponseWriter, r *http.Request) {
-	if !s.loaded(w) {
-		return
-	}
-	var req completionRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	if req.Stream {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "streaming is not supported by this server")
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, st := s.model, s.state
-	prompt, promptText, err := s.parsePrompt(req.Prompt)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
-		return
-	}
-	// llama-server's defaults.
-	samp := llama.Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: rand.Uint64()}
-	if req.Temperature != nil {
-		samp.Temperature = *req.Temperature
-	}
-	if req.TopK != nil {
-		samp.TopK = *req.TopK
-	}
-	if req.TopP != nil {
-		samp.TopP = *req.TopP
-	}
-	if req.MinP != nil {
-		samp.MinP = *req.MinP
-	}
-	if req.Seed != nil && *req.Seed >= 0 && *req.Seed != 0xFFFFFFFF {
-		samp.Seed = uint64(*req.Seed)
-	}
-	nPredict := -1
-	if req.NPredict != nil {
-		nPredict = *req.NPredict
-	} else if req.MaxTokens != nil {
-		nPredict = *req.MaxTokens
-	}
-	greq := llama.Request{Prompt: prompt, NPredict: nPredict, CachePrompt: req.CachePrompt == nil || *req.CachePrompt,
-		IgnoreEOS: req.IgnoreEOS, Sampling: samp}
-	var stopWord string
-	if len(req.Stop) > 0 {
-		greq.StopAt = func(gen []int) bool {
-			text := m.Tok.Decode(gen)
-			for _, w := range req.Stop {
-				if w != "" && strings.Contains(text, w) {
-					stopWord = w
-					return true
-				}
-			}
-			return false
-		}
-	}
-	res, err := st.Generate(r.Context(), greq)
+	var mbe *http.MaxBytesError
 	switch {
-	case errors.Is(err, llama.ErrContextExceeded):
-		writeError(w, http.StatusBadRequest, "exceed_context_size_error", err.Error())
-		return
-	case r.Context().Err() != nil:
-		return // the client is gone
+	case errors.As(err, &mbe):
+		return tooLarge()
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, "server_error", err.Error())
-		return
+		return badRequest("invalid JSON body: %v", err)
 	}
-	var content []byte
-	for _, id := range res.Tokens {
-		content = append(content, m.Tok.Piece(id)...)
-	}
-	text := string(content)
-	if stopWord != "" {
-		text = text[:strings.Index(text, stopWord)]
-	}
-	out := CompletionResponse{
-		Content: text, Tokens: []int{}, Stop: true, Model: s.ModelPath,
-		TokensPredicted: len(res.Tokens), TokensEvaluated: len(prompt),
-		GenerationSettings: map[string]any{
-			"n_predict": nPredict, "temperature": samp.Temperature, "top_k": samp.TopK, "top_p": samp.TopP,
-			"min_p": samp.MinP, "seed": samp.Seed, "ignore_eos": req.IgnoreEOS, "n_ctx": st.Ctx(),
-		},
-		Prompt: promptText, HasNewLine: strings.Contains(text, "\n"), StopType: string(res.Stop), StoppingWord: stopWord,
-		TokensCached: len(st.Tokens()),
-		Timings:      makeTimings(res),
-	}
-	if req.ReturnTokens {
-		out.Tokens = res.Tokens
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func makeTimings(res llama.Result) timings {
-	t := timings{CacheN: res.CacheN, PromptN: res.PromptN, PredictedN: len(res.Tokens),
-		PromptMS: ms(res.PromptDur), PredictedMS: ms(res.PredictDur)}
-	if t.PromptN > 0 && t.PromptMS > 0 {
-		t.PromptPerTokenMS = t.PromptMS / float64(t.PromptN)
-		t.PromptPerSecond = 1e3 * float64(t.PromptN) / t.PromptMS
-	}
-	if t.PredictedN > 0 && t.PredictedMS > 0 {
-		t.PredictedPerTokenMS = t.PredictedMS / float64(t.PredictedN)
-		t.PredictedPerSecond = 1e3 * float64(t.PredictedN) / t.PredictedMS
-	}
-	return t
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	if !s.loaded(w) {
-		return
-	}
-	var req struct {
-		Content      string `json:"content"`
-		AddSpecial   bool   `json:"add_special"`
-		ParseSpecial *bool  `json:"parse_special"`
-		WithPieces   bool   `json:"with_pieces"`
-	}
-	if !decode(w, r, &req) {
-		return
-	}
-	tok := s.model.Tok
-	ids := tok.Encode(req.Content, req.AddSpecial, req.ParseSpecial == nil || *req.ParseSpecial)
-	if !req.WithPieces {
-		writeJSON(w, http.StatusOK, map[string][]int{"tokens": ids})
-		return
-	}
-	type piece struct {
-		ID    int `json:"id"`
-		Piece any `json:"piece"`
-	}
-	pieces := make([]piece, len(ids))
-	for i, id := range ids {
-		p := tok.Piece(id)
-		if s := string(p); strings.ToValidUTF8(s, "\uFFFD") == s {
-			pieces[i] = piece{id, s}
-		} else {
-			pieces[i] = piece{id, p}
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": pieces})
-}
-
-func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
-	if !s.loaded(w) {
-		return
-	}
-	var req struct {
-		Tokens []int `json:"tokens"`
-	}
-	if !decode(w, r, &req) {
-		return
-	}
-	var b []byte
-	for _, id := range req.Tokens {
-		b = append(b, s.model.Tok.Piece(id)...)
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
+	return nil
 }
 
 func (s *Server) props(w http.ResponseWriter, r *http.Request) {
@@ -344,14 +254,33 @@ func (s *Server) props(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := s.model
-	nCtx := s.state.Ctx()
+	bos, eos := s.specialText()
 	writeJSON(w, http.StatusOK, map[string]any{
-		"default_generation_settings": map[string]any{"n_ctx": nCtx, "params": map[string]any{
-			"n_predict": -1, "temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "seed": -1}},
-		"total_slots": 1,
-		"model_path":  s.ModelPath,
-		"n_ctx":       nCtx,
-		"build_info":  BuildInfo,
-		"model":       map[string]any{"name": m.Name, "n_vocab": m.Vocab, "n_ctx_train": m.CtxTrain, "n_embd": m.Dim, "n_layer": m.Layers},
+		"default_generation_settings": map[string]any{"n_ctx": s.nCtx, "params": map[string]any{
+			"n_predict": -1, "temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "seed": -1,
+			"t_max_predict_ms": s.MaxPredict.Milliseconds()}},
+		"total_slots":   s.slots.len(),
+		"model_path":    s.ModelPath,
+		"n_ctx":         s.nCtx,
+		"chat_template": s.chatTemplateSource(),
+		"bos_token":     bos,
+		"eos_token":     eos,
+		"build_info":    BuildInfo,
+		"embedding":     s.Embeddings,
+		"max_body":      s.maxBody(),
+		"model": map[string]any{"name": m.Name, "n_vocab": m.Vocab, "n_ctx_train": m.CtxTrain,
+			"n_embd": m.Dim, "n_layer": m.Layers},
 	})
+}
+
+// specialText is the text of the BOS and EOS tokens ("" when absent).
+func (s *Server) specialText() (bos, eos string) {
+	tok := s.model.Tok
+	if tok.BOS >= 0 && tok.BOS < tok.Len() {
+		bos = tok.Tokens[tok.BOS]
+	}
+	if tok.EOS >= 0 && tok.EOS < tok.Len() {
+		eos = tok.Tokens[tok.EOS]
+	}
+	return bos, eos
 }

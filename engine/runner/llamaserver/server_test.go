@@ -16,14 +16,21 @@ import (
 )
 
 type fixture struct {
-	srv   *Server
-	model *llama.Model
-	state *llama.State
+	srv    *Server
+	model  *llama.Model
+	states []*llama.State
 }
 
-func (f fixture) readyForTest(t *testing.T) { f.srv.Ready(f.model, f.state) }
+func (f fixture) readyForTest(t *testing.T) { f.srv.Ready(f.model, f.states...) }
 
+// newServer is one slot of 64 positions over a small synthetic model.
 func newServer(t *testing.T) (fixture, *httptest.Server, *llama.Model) {
+	return newServerN(t, 1, 64, nil)
+}
+
+// newServerN builds slots states of nCtx positions sharing one model and
+// one pool; configure, if not nil, adjusts the server before it serves.
+func newServerN(t *testing.T, slots, nCtx int, configure func(*Server)) (fixture, *httptest.Server, *llama.Model) {
 	t.Helper()
 	var buf bytes.Buffer
 	shape := gguf.Shape{Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FF: 96, Vocab: 400, Ctx: 128, Type: gguf.Q8_0}
@@ -40,14 +47,19 @@ func newServer(t *testing.T) (fixture, *httptest.Server, *llama.Model) {
 	}
 	pool := kernels.NewPool(2)
 	t.Cleanup(pool.Close)
-	st, err := m.NewState(64, pool)
-	if err != nil {
-		t.Fatal(err)
+	states := make([]*llama.State, slots)
+	for i := range states {
+		if states[i], err = m.NewState(nCtx, pool); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := &Server{ModelPath: "synthetic.gguf"}
+	if configure != nil {
+		configure(s)
+	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return fixture{s, m, st}, ts, m
+	return fixture{s, m, states}, ts, m
 }
 
 func post(t *testing.T, url string, body any, out any) int {
@@ -174,7 +186,10 @@ func TestCompletionErrors(t *testing.T) {
 		"no prompt":    `{"n_predict":1}`,
 		"bad token":    `{"prompt":[1,99999]}`,
 		"too long":     `{"prompt":"` + strings.Repeat("zq ", 100) + `"}`,
-		"stream":       `{"prompt":"a","stream":true}`,
+		"empty prompt": `{"prompt":""}`,
+		"empty array":  `{"prompt":[]}`,
+		"bad stop":     `{"prompt":"a","stop":3}`,
+		"bad deadline": `{"prompt":"a","t_max_predict_ms":-1}`,
 		"prompt shape": `{"prompt":{"a":1}}`,
 	} {
 		resp, err := http.Post(ts.URL+"/completion", "application/json", strings.NewReader(body))
@@ -214,6 +229,27 @@ func TestProps(t *testing.T) {
 	}
 	json.NewDecoder(resp.Body).Decode(&p)
 	if p.NCtx != 64 || p.Default.NCtx != 64 || p.TotalSlots != 1 || p.ModelPath != "synthetic.gguf" || p.BuildInfo != BuildInfo {
+		t.Errorf("props %+v", p)
+	}
+}
+
+func TestPropsSlotsAndTemplate(t *testing.T) {
+	f, ts, _ := newServerN(t, 3, 32, func(s *Server) { s.ChatTemplate = "{{ messages }}" })
+	f.readyForTest(t)
+	resp, err := http.Get(ts.URL + "/props")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p struct {
+		NCtx         int    `json:"n_ctx"`
+		TotalSlots   int    `json:"total_slots"`
+		ChatTemplate string `json:"chat_template"`
+		BOS          string `json:"bos_token"`
+		EOS          string `json:"eos_token"`
+	}
+	json.NewDecoder(resp.Body).Decode(&p)
+	if p.NCtx != 32 || p.TotalSlots != 3 || p.ChatTemplate != "{{ messages }}" || p.BOS != "<s>" || p.EOS != "</s>" {
 		t.Errorf("props %+v", p)
 	}
 }

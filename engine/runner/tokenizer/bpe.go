@@ -1,7 +1,7 @@
 package tokenizer
 
 import (
-	"unicode"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -35,13 +35,21 @@ func bpeDecode(s string) []byte {
 	return out
 }
 
-// encodeBPE splits text with GPT-2's pre-tokenizer, maps each word's bytes
-// to runes and applies merges lowest rank first.
+// encodeBPE splits text with the vocabulary's pre-tokenizer, maps each
+// word's bytes to runes and applies merges lowest rank first (leftmost on
+// ties), as llama.cpp does. With ignore_merges, a word that is a token is
+// emitted whole.
 func (t *Tokenizer) encodeBPE(out []int, text string) []int {
-	for _, word := range pretokenize(text) {
+	for _, word := range t.pre.Split(text) {
 		var syms []string
 		for i := 0; i < len(word); i++ {
 			syms = append(syms, string(byteRune[word[i]]))
+		}
+		if t.pre.ignoreMerges {
+			if id, ok := t.index[strings.Join(syms, "")]; ok {
+				out = append(out, id)
+				continue
+			}
 		}
 		for len(syms) > 1 {
 			best, bestRank := -1, 0
@@ -69,76 +77,6 @@ func (t *Tokenizer) encodeBPE(out []int, text string) []int {
 				}
 			}
 		}
-	}
-	return out
-}
-
-// pretokenize implements GPT-2's split pattern
-//
-//	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//
-// by hand, since Go's regexp has no lookahead.
-func pretokenize(s string) []string {
-	var out []string
-	runeAt := func(i int) (rune, int) {
-		if i >= len(s) {
-			return -1, 0
-		}
-		return utf8.DecodeRuneInString(s[i:])
-	}
-	isOther := func(r rune) bool {
-		return r >= 0 && !unicode.IsSpace(r) && !unicode.IsLetter(r) && !unicode.IsNumber(r)
-	}
-	run := func(i int, f func(rune) bool) int {
-		for {
-			r, n := runeAt(i)
-			if n == 0 || !f(r) {
-				return i
-			}
-			i += n
-		}
-	}
-	for i := 0; i < len(s); {
-		if s[i] == '\'' {
-			matched := false
-			for _, c := range []string{"s", "t", "re", "ve", "m", "ll", "d"} {
-				if len(s) >= i+1+len(c) && s[i+1:i+1+len(c)] == c {
-					out = append(out, s[i:i+1+len(c)])
-					i += 1 + len(c)
-					matched = true
-					break
-				}
-			}
-			if matched {
-				continue
-			}
-		}
-		j := i
-		if s[i] == ' ' {
-			j++
-		}
-		r, _ := runeAt(j)
-		var end int
-		switch {
-		case r >= 0 && unicode.IsLetter(r):
-			end = run(j, unicode.IsLetter)
-		case r >= 0 && unicode.IsNumber(r):
-			end = run(j, unicode.IsNumber)
-		case isOther(r):
-			end = run(j, isOther)
-		default:
-			// whitespace: the run minus its last char when a word follows,
-			// so the word keeps its leading space
-			end = run(i, unicode.IsSpace)
-			if end < len(s) {
-				_, last := utf8.DecodeLastRuneInString(s[i:end])
-				if end-last > i {
-					end -= last
-				}
-			}
-		}
-		out = append(out, s[i:end])
-		i = end
 	}
 	return out
 }

@@ -1,7 +1,9 @@
 // Package tokenizer owns text ↔ token conversion for GGUF models: the
 // SentencePiece-style tokenizer with byte fallback ("llama") and the
 // byte-level BPE tokenizer with ranked merges ("gpt2"), both built from
-// the tokenizer.ggml.* metadata.
+// the tokenizer.ggml.* metadata. BPE text is first split into words by the
+// pre-tokenizer that tokenizer.ggml.pre names (see NewPreTokenizer), with
+// the splitting rules of llama.cpp.
 package tokenizer
 
 import (
@@ -40,10 +42,13 @@ type Tokenizer struct {
 	byteTok [256]int // SPM: id of <0xXX>, -1 if absent
 	ranks   map[string]int
 	special []int // control and user-defined tokens, longest text first
+	pre     *PreTokenizer
 }
 
 // New builds a tokenizer from a vocabulary. merges is required for gpt2
-// and ignored for llama.
+// and ignored for llama. A gpt2 tokenizer splits words with GPT-2's own
+// pre-tokenizer ("gpt-2") until SetPreTokenizer chooses another; FromGGUF
+// chooses the one the file names.
 func New(model string, tokens []string, scores []float32, types []int32, merges []string) (*Tokenizer, error) {
 	if model != "llama" && model != "gpt2" {
 		return nil, fmt.Errorf("tokenizer: model %q is not supported (llama, gpt2)", model)
@@ -101,8 +106,32 @@ func New(model string, tokens []string, scores []float32, types []int32, merges 
 				t.ranks[m] = i
 			}
 		}
+		t.pre = preByName["gpt-2"]
 	}
 	return t, nil
+}
+
+// SetPreTokenizer chooses the BPE pre-tokenizer by its tokenizer.ggml.pre
+// name ("" is llama.cpp's default); see NewPreTokenizer. SentencePiece
+// vocabularies have no pre-tokenizer and ignore it.
+func (t *Tokenizer) SetPreTokenizer(name string) error {
+	p, err := NewPreTokenizer(name)
+	if err != nil {
+		return err
+	}
+	if t.Model == "gpt2" {
+		t.pre = p
+	}
+	return nil
+}
+
+// PreTokenizer is the name of the BPE pre-tokenizer in use, "" for
+// SentencePiece vocabularies.
+func (t *Tokenizer) PreTokenizer() string {
+	if t.pre == nil {
+		return ""
+	}
+	return t.pre.name
 }
 
 func (t *Tokenizer) lookup(s string) int {
@@ -142,6 +171,14 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	t, err := New(model, tokens, scores, types, merges)
 	if err != nil {
 		return nil, err
+	}
+	if model == "gpt2" {
+		// A missing key is llama.cpp's "default" pre-tokenizer.
+		pre, _ := f.String("tokenizer.ggml.pre")
+		if err := t.SetPreTokenizer(pre); err != nil {
+			return nil, fmt.Errorf("tokenizer.ggml.pre: %w", err)
+		}
+		t.AddBOS = t.pre.addBOS
 	}
 	ids := []struct {
 		key string

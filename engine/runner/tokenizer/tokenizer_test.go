@@ -87,7 +87,7 @@ func TestNewRejectsDuplicates(t *testing.T) {
 }
 
 func TestPretokenize(t *testing.T) {
-	got := pretokenize("Hello, world!  It's 2024\n ok")
+	got := preByName["gpt-2"].Split("Hello, world!  It's 2024\n ok")
 	want := []string{"Hello", ",", " world", "!", " ", " It", "'s", " 2024", "\n", " ok"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("pretokenize = %q, want %q", got, want)
