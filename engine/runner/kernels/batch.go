@@ -1,5 +1,9 @@
 package kernels
 
+// matMulKernels lets the tests turn the multi-token kernels off, to
+// compare MatMul with and without them.
+var matMulKernels = true
+
 // MatMul computes out = X·Wᵀ for T tokens at once: out[t·Rows + r] is row
 // r of m dotted with token t's activation x[t·Cols : (t+1)·Cols]. For
 // quantised matrices qx[t] must hold token t's activation quantised. The
@@ -7,12 +11,24 @@ package kernels
 // against every token, so a tile of weights is read from memory once per
 // batch, not once per token: that is what makes a prompt faster per token
 // than decode.
+//
+// Where a multi-token kernel exists for m's type (amd64 with AVX2: Q8_0
+// and Q4_K), it takes the tokens of each tile in groups of up to four,
+// unpacking each weight block once per group rather than once per token;
+// it adds each row's blocks in the same order as the one-token kernels,
+// so the results equal MatVec's bit for bit. Tokens it leaves (a last
+// single one, or all of them elsewhere) go through the one-token row
+// kernels.
 func MatMul(p *Pool, m *Matrix, out, x []float32, T int, qx []*QVec) {
 	const tile = 16 // rows per tile: a few KiB of weights stay in L1/L2
 	p.For(m.Rows, max(tile, (16<<10)/max(m.rowBytes, 1))&^(tile-1), func(lo, hi int) {
 		for r0 := lo; r0 < hi; r0 += tile {
 			r1 := min(r0+tile, hi)
-			for t := 0; t < T; t++ {
+			t0 := 0
+			if T >= 2 && qx != nil && matMulKernels {
+				t0 = m.mulTokens(r0, r1, out, T, qx)
+			}
+			for t := t0; t < T; t++ {
 				xt := x[t*m.Cols : (t+1)*m.Cols]
 				var q *QVec
 				if qx != nil {

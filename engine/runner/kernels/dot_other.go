@@ -1,8 +1,11 @@
-//go:build !amd64 || purego
+//go:build (!amd64 && !arm64) || purego
+
+// The portable dispatch: every CPU without assembly kernels (amd64 and
+// arm64 have their own dispatch files) and the purego build.
 
 package kernels
 
-// hasAVX2: the assembly kernels exist only for amd64.
+// hasAVX2: the AVX2 kernels exist only for amd64.
 const hasAVX2 = false
 
 func dotQ8_0Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {

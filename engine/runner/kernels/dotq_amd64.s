@@ -13,15 +13,58 @@
 // Q4_0 block: fp16 d, then 16 bytes whose low nibbles are values 0-15
 // and high nibbles values 16-31, each q − 8. The nibbles are spread to
 // 32 bytes (low lane: low nibbles, high lane: high nibbles, matching the
-// activation's order), recentred, and multiplied as in the Q8_0 kernel:
-// |w| times a with w's sign, pairs summed to int16 (2·8·127 at most),
-// widened to int32, converted and accumulated with d·dₐ by FMA.
+// activation's order) and multiplied unsigned by the signed activation
+// quants (VPMADDUBSW: pair sums within ±2·15·128), widened to int32 by
+// VPMADDWD against ones; the offset comes off per int32 lane as 8 times
+// the lane's activation sum, computed once per block for all rows, so the
+// integer sums are exact. They are converted and accumulated with d·dₐ
+// by FMA. Rows go four at a time sharing the activation, then one at a
+// time; a row's arithmetic is the same either way, so its value does not
+// depend on its position.
+//
+// Registers: Y4 activation quants, Y5 8·(lane sums of a), X9 dₐ,
+// Y13 bytes 0x08, Y14 bytes 0x0F, Y15 int16 ones.
+
+// Q40ROW accumulates into ACC one block of the row whose block starts at
+// H (scale) with its nibbles at Q. Clobbers Y6, Y8.
+#define Q40ROW(Q, H, ACC) \
+	VMOVDQU      Q, X6 \
+	VPSRLW       $4, X6, X8 \
+	VINSERTI128  $1, X8, Y6, Y6 \
+	VPAND        Y14, Y6, Y6 \
+	VPMADDUBSW   Y4, Y6, Y6 \
+	VPMADDWD     Y15, Y6, Y6 \
+	VPSUBD       Y5, Y6, Y6 \
+	VCVTDQ2PS    Y6, Y6 \
+	VCVTPH2PS    H, X8 \
+	VMULSS       X9, X8, X8 \
+	VBROADCASTSS X8, Y8 \
+	VFMADD231PS  Y8, Y6, ACC
+
+// Q40ACT loads block AX/4 of the activation.
+#define Q40ACT \
+	VMOVDQU    (DI)(AX*8), Y4 \
+	VPMADDUBSW Y4, Y13, Y5 \
+	VPMADDWD   Y15, Y5, Y5 \
+	VMOVSS     (DX)(AX*1), X9
+
+// REDUCE8TO adds the eight float lanes of Y into the low lane of X.
+#define REDUCE8TO(Y, X) \
+	VEXTRACTF128 $1, Y, X4 \
+	VADDPS       X4, X, X \
+	VHADDPS      X, X, X \
+	VHADDPS      X, X, X
 
 // func dotQ4_0RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, nb int, out *float32)
 TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $0-56
 	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), BX
 	MOVQ n+16(FP), CX
+	MOVQ q+24(FP), DI
+	MOVQ d+32(FP), DX
+	MOVQ nb+40(FP), R8
 	MOVQ out+48(FP), R9
+	SHLQ $2, R8 // AX steps 4 per block: d at (DX)(AX*1), q at (DI)(AX*8)
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -31,42 +74,74 @@ TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $0-56
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW   $15, Y15, Y15
 
+	CMPQ CX, $4
+	JLT  q40tail
+
+q40group:
+	MOVQ SI, R10
+	LEAQ (SI)(BX*2), R11
+	LEAQ (SI)(BX*8), R14 // two groups ahead
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+q40gblock:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ       $72, R14
+	Q40ACT
+	Q40ROW(2(R10), (R10), Y0)
+	Q40ROW(2(R10)(BX*1), (R10)(BX*1), Y1)
+	Q40ROW(2(R11), (R11), Y2)
+	Q40ROW(2(R11)(BX*1), (R11)(BX*1), Y3)
+	ADDQ $18, R10
+	ADDQ $18, R11
+	ADDQ $4, AX
+	CMPQ AX, R8
+	JLT  q40gblock
+
+	REDUCE8TO(Y0, X0)
+	REDUCE8TO(Y1, X1)
+	REDUCE8TO(Y2, X2)
+	REDUCE8TO(Y3, X3)
+	VMOVSS X0, 0(R9)
+	VMOVSS X1, 4(R9)
+	VMOVSS X2, 8(R9)
+	VMOVSS X3, 12(R9)
+
+	LEAQ (SI)(BX*4), SI
+	ADDQ $16, R9
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE  q40group
+
+q40tail:
+	TESTQ CX, CX
+	JZ    q40done
+
 q40row:
 	MOVQ SI, R10
-	MOVQ q+24(FP), DI
-	MOVQ d+32(FP), DX
-	MOVQ nb+40(FP), BX
+	XORQ AX, AX
 	VXORPS Y0, Y0, Y0
 
-q40block:
-	PREFETCHT0   360(R10)
-	VMOVDQU      2(R10), X6
-	VPSRLW       $4, X6, X7
-	VINSERTI128  $1, X7, Y6, Y6
-	VPAND        Y14, Y6, Y6
-	VPSUBB       Y13, Y6, Y6
-	VMOVDQU      (DI), Y4
-	VPSIGNB      Y6, Y4, Y7
-	VPABSB       Y6, Y6
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y15, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VCVTPH2PS    (R10), X8
-	VMULSS       (DX), X8, X8
-	VBROADCASTSS X8, Y8
-	VFMADD231PS  Y8, Y6, Y0
-	ADDQ         $18, R10
-	ADDQ         $32, DI
-	ADDQ         $4, DX
-	DECQ         BX
-	JNZ          q40block
+q40rblock:
+	Q40ACT
+	Q40ROW(2(R10), (R10), Y0)
+	ADDQ $18, R10
+	ADDQ $4, AX
+	CMPQ AX, R8
+	JLT  q40rblock
 
-	REDUCE8
+	REDUCE8TO(Y0, X0)
 	VMOVSS X0, (R9)
 	ADDQ   $4, R9
-	ADDQ   rowBytes+8(FP), SI
+	ADDQ   BX, SI
 	DECQ   CX
 	JNZ    q40row
+
+q40done:
 	VZEROUPPER
 	RET
 

@@ -80,11 +80,11 @@ func (m *Matrix) dotRows(lo, hi int, out, x []float32, qx *QVec) {
 	case gguf.Q4_0:
 		dotQ4_0Rows(w, m.rowBytes, m.Cols/32, qx, out)
 	case gguf.Q4_1:
-		rowsGeneric(dotQ4_1Generic, 20)(w, m.rowBytes, m.Cols/32, qx, out)
+		dotQ4_1Rows(w, m.rowBytes, m.Cols/32, qx, out)
 	case gguf.Q5_0:
-		rowsGeneric(dotQ5_0Generic, 22)(w, m.rowBytes, m.Cols/32, qx, out)
+		dotQ5_0Rows(w, m.rowBytes, m.Cols/32, qx, out)
 	case gguf.Q5_1:
-		rowsGeneric(dotQ5_1Generic, 24)(w, m.rowBytes, m.Cols/32, qx, out)
+		dotQ5_1Rows(w, m.rowBytes, m.Cols/32, qx, out)
 	case gguf.Q4_K:
 		m.needK(qx)
 		dotQ4KRows(w, m.rowBytes, m.Cols/qkK, qx, out)

@@ -1,11 +1,15 @@
 // Package kernels owns the arithmetic of a llama forward pass on the CPU:
-// dot products directly on quantised rows (Q8_0, Q4_0) and float rows (F32,
-// F16, BF16), matrix-vector products partitioned by rows over a worker
-// pool, RMSNorm, RoPE, softmax and grouped-query attention.
+// dot products directly on quantised rows (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+// Q4_K, Q5_K, Q6_K, against activations quantised as ggml does) and float
+// rows (F32, F16, BF16), matrix-vector products partitioned by rows over a
+// worker pool, matrix products over a batch of prompt tokens, RMSNorm,
+// RoPE, softmax and grouped-query attention.
 //
-// On amd64 CPUs with AVX2, FMA and F16C the loops a decode step spends its
-// time in (Q8_0 rows, attention scores and sums) run as Go assembly; the
-// portable Go kernels serve every other CPU and the purego build tag.
+// On amd64 CPUs with AVX2, FMA and F16C the row kernels of every quantised
+// type, F16 and BF16, and attention's scores and sums run as Go assembly;
+// on arm64 the Q8_0, Q4_0 and Q4_K rows run as NEON assembly (SDOT where
+// the CPU has it). The portable Go kernels serve every other case and the
+// purego build tag, and the tests hold each fast path equal to them.
 package kernels
 
 import (

@@ -1,0 +1,448 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Q4_1, Q5_0 and Q5_1 rows against the 32-value activation form (ggml's
+// vec_dot_q4_1_q8_1, q5_0_q8_0, q5_1_q8_1). The quants are spread to 32
+// bytes in the activation's order (low lane: values 0-15 from the low
+// nibbles, high lane: values 16-31 from the high nibbles), the fifth bit
+// of Q5 set from qh (bit j for value j), and multiplied unsigned by the
+// signed activation quants (VPMADDUBSW: pair sums within ±2·31·128),
+// widened to int32 by VPMADDWD against ones: exact integer sums, then
+// converted and accumulated with d·dₐ by FMA.
+//
+// Q5_0 stores q − 16: the offset comes off per int32 lane as 16 times the
+// lane's activation sum, computed once per block for all rows. Q4_1 and
+// Q5_1 store v = q·d + m: the minimum meets the activation through its
+// block sum S, m·dₐ·S accumulated per row in a scalar added after the
+// lanes are reduced.
+//
+// Rows go four at a time sharing the activation, then one at a time; a
+// row's arithmetic is the same either way, so its value does not depend
+// on its position. AX steps 4 per block: dₐ at (DX)(AX*1), S at
+// (R12)(AX*1), quants at (DI)(AX*8).
+//
+// Registers: Y4 activation quants, X9 dₐ, X5 float(S) (Q4_1, Q5_1) or
+// Y5 16·(lane sums of a) (Q5_0), Y14 bytes 0x0F, Y15 int16 ones.
+
+// byte j of q5shuf picks byte j/8 of the broadcast qh, q5sel bit j%8.
+DATA q5shuf<>+0(SB)/8, $0x0000000000000000
+DATA q5shuf<>+8(SB)/8, $0x0101010101010101
+DATA q5shuf<>+16(SB)/8, $0x0202020202020202
+DATA q5shuf<>+24(SB)/8, $0x0303030303030303
+GLOBL q5shuf<>(SB), RODATA|NOPTR, $32
+
+DATA q5sel<>+0(SB)/8, $0x8040201008040201
+DATA q5sel<>+8(SB)/8, $0x8040201008040201
+DATA q5sel<>+16(SB)/8, $0x8040201008040201
+DATA q5sel<>+24(SB)/8, $0x8040201008040201
+GLOBL q5sel<>(SB), RODATA|NOPTR, $32
+
+DATA q5x10<>+0(SB)/8, $0x1010101010101010
+DATA q5x10<>+8(SB)/8, $0x1010101010101010
+DATA q5x10<>+16(SB)/8, $0x1010101010101010
+DATA q5x10<>+24(SB)/8, $0x1010101010101010
+GLOBL q5x10<>(SB), RODATA|NOPTR, $32
+
+// NIBBLES spreads the 16 bytes at Q to 32 quants in Y6. Clobbers X8.
+#define NIBBLES(Q) \
+	VMOVDQU     Q, X6 \
+	VPSRLW      $4, X6, X8 \
+	VINSERTI128 $1, X8, Y6, Y6 \
+	VPAND       Y14, Y6, Y6
+
+// HIBITS sets Y7 to 0x10 in byte j where bit j of the 32 bits at QH is
+// set, 0 elsewhere.
+#define HIBITS(QH, SHUF, SEL, X10) \
+	VPBROADCASTD QH, Y7 \
+	VPSHUFB      SHUF, Y7, Y7 \
+	VPAND        SEL, Y7, Y7 \
+	VPCMPEQB     SEL, Y7, Y7 \
+	VPAND        X10, Y7, Y7
+
+// ISUM turns the quants in Y6 into eight int32 sums with the activation.
+#define ISUM \
+	VPMADDUBSW Y4, Y6, Y6 \
+	VPMADDWD   Y15, Y6, Y6
+
+// SCALED accumulates Y6 (int32 sums) into ACC with d (fp16 at H)·dₐ.
+#define SCALED(H, ACC) \
+	VCVTDQ2PS    Y6, Y6 \
+	VCVTPH2PS    H, X8 \
+	VMULSS       X9, X8, X8 \
+	VBROADCASTSS X8, Y8 \
+	VFMADD231PS  Y8, Y6, ACC
+
+// SCALEDMIN is SCALED for d, m at H, adding m·dₐ·S into MACC.
+#define SCALEDMIN(H, ACC, MACC) \
+	VCVTDQ2PS    Y6, Y6 \
+	VCVTPH2PS    H, X8 \
+	VMOVSHDUP    X8, X7 \
+	VMULSS       X9, X8, X8 \
+	VBROADCASTSS X8, Y8 \
+	VFMADD231PS  Y8, Y6, ACC \
+	VMULSS       X9, X7, X7 \
+	VFMADD231SS  X5, X7, MACC
+
+// ACTMIN loads block AX/4 of the activation with its sum.
+#define ACTMIN \
+	VMOVDQU    (DI)(AX*8), Y4 \
+	VMOVSS     (DX)(AX*1), X9 \
+	VCVTSI2SSL (R12)(AX*1), X5, X5
+
+// ACT50 loads block AX/4 of the activation with 16·(its lane sums).
+#define ACT50 \
+	VMOVDQU    (DI)(AX*8), Y4 \
+	VPMADDUBSW Y4, Y13, Y5 \
+	VPMADDWD   Y15, Y5, Y5 \
+	VMOVSS     (DX)(AX*1), X9
+
+// REDUCE8TO adds the eight float lanes of Y into the low lane of X;
+// the rows with a minimum then add their scalar m·dₐ·S sum.
+#define REDUCE8TO(Y, X) \
+	VEXTRACTF128 $1, Y, X4 \
+	VADDPS       X4, X, X \
+	VHADDPS      X, X, X \
+	VHADDPS      X, X, X
+
+// func dotQ4_1RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
+TEXT ·dotQ4_1RowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), BX
+	MOVQ n+16(FP), CX
+	MOVQ q+24(FP), DI
+	MOVQ d+32(FP), DX
+	MOVQ s+40(FP), R12
+	MOVQ nb+48(FP), R8
+	MOVQ out+56(FP), R9
+	SHLQ $2, R8
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	MOVQ AX, X14
+	VPBROADCASTQ X14, Y14
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+
+	CMPQ CX, $4
+	JLT  q41tail
+
+q41group:
+	MOVQ SI, R10
+	LEAQ (SI)(BX*2), R11
+	LEAQ (SI)(BX*8), R14 // two groups ahead
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+
+q41gblock:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ       $80, R14
+	ACTMIN
+	NIBBLES(4(R10))
+	ISUM
+	SCALEDMIN((R10), Y0, X10)
+	NIBBLES(4(R10)(BX*1))
+	ISUM
+	SCALEDMIN((R10)(BX*1), Y1, X11)
+	NIBBLES(4(R11))
+	ISUM
+	SCALEDMIN((R11), Y2, X12)
+	NIBBLES(4(R11)(BX*1))
+	ISUM
+	SCALEDMIN((R11)(BX*1), Y3, X13)
+	ADDQ $20, R10
+	ADDQ $20, R11
+	ADDQ $4, AX
+	CMPQ AX, R8
+	JLT  q41gblock
+
+	REDUCE8TO(Y0, X0)
+	VADDSS X10, X0, X0
+	REDUCE8TO(Y1, X1)
+	VADDSS X11, X1, X1
+	REDUCE8TO(Y2, X2)
+	VADDSS X12, X2, X2
+	REDUCE8TO(Y3, X3)
+	VADDSS X13, X3, X3
+	VMOVSS X0, 0(R9)
+	VMOVSS X1, 4(R9)
+	VMOVSS X2, 8(R9)
+	VMOVSS X3, 12(R9)
+
+	LEAQ (SI)(BX*4), SI
+	ADDQ $16, R9
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE  q41group
+
+q41tail:
+	TESTQ CX, CX
+	JZ    q41done
+
+q41row:
+	MOVQ SI, R10
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS X10, X10, X10
+
+q41rblock:
+	ACTMIN
+	NIBBLES(4(R10))
+	ISUM
+	SCALEDMIN((R10), Y0, X10)
+	ADDQ $20, R10
+	ADDQ $4, AX
+	CMPQ AX, R8
+	JLT  q41rblock
+
+	REDUCE8TO(Y0, X0)
+	VADDSS X10, X0, X0
+	VMOVSS X0, (R9)
+	ADDQ   $4, R9
+	ADDQ   BX, SI
+	DECQ   CX
+	JNZ    q41row
+
+q41done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_0RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
+TEXT ·dotQ5_0RowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), BX
+	MOVQ n+16(FP), CX
+	MOVQ q+24(FP), DI
+	MOVQ d+32(FP), DX
+	MOVQ s+40(FP), R12
+	MOVQ nb+48(FP), R8
+	MOVQ out+56(FP), R9
+	SHLQ $2, R8
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	MOVQ AX, X14
+	VPBROADCASTQ X14, Y14
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+	VMOVDQU q5shuf<>(SB), Y12
+	VMOVDQU q5sel<>(SB), Y11
+	VMOVDQU q5x10<>(SB), Y13
+
+	CMPQ CX, $4
+	JLT  q50tail
+
+q50group:
+	MOVQ SI, R10
+	LEAQ (SI)(BX*2), R11
+	LEAQ (SI)(BX*8), R14 // two groups ahead
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+q50gblock:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ       $88, R14
+	ACT50
+	HIBITS(2(R10), Y12, Y11, Y13)
+	NIBBLES(6(R10))
+	VPOR Y7, Y6, Y6
+	ISUM
+	VPSUBD Y5, Y6, Y6
+	SCALED((R10), Y0)
+	HIBITS(2(R10)(BX*1), Y12, Y11, Y13)
+	NIBBLES(6(R10)(BX*1))
+	VPOR Y7, Y6, Y6
+	ISUM
+	VPSUBD Y5, Y6, Y6
+	SCALED((R10)(BX*1), Y1)
+	HIBITS(2(R11), Y12, Y11, Y13)
+	NIBBLES(6(R11))
+	VPOR Y7, Y6, Y6
+	ISUM
+	VPSUBD Y5, Y6, Y6
+	SCALED((R11), Y2)
+	HIBITS(2(R11)(BX*1), Y12, Y11, Y13)
+	NIBBLES(6(R11)(BX*1))
+	VPOR Y7, Y6, Y6
+	ISUM
+	VPSUBD Y5, Y6, Y6
+	SCALED((R11)(BX*1), Y3)
+	ADDQ $22, R10
+	ADDQ $22, R11
+	ADDQ $4, AX
+	CMPQ AX, R8
+	JLT  q50gblock
+
+	REDUCE8TO(Y0, X0)
+	REDUCE8TO(Y1, X1)
+	REDUCE8TO(Y2, X2)
+	REDUCE8TO(Y3, X3)
+	VMOVSS X0, 0(R9)
+	VMOVSS X1, 4(R9)
+	VMOVSS X2, 8(R9)
+	VMOVSS X3, 12(R9)
+
+	LEAQ (SI)(BX*4), SI
+	ADDQ $16, R9
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE  q50group
+
+q50tail:
+	TESTQ CX, CX
+	JZ    q50done
+
+q50row:
+	MOVQ SI, R10
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+
+q50rblock:
+	ACT50
+	HIBITS(2(R10), Y12, Y11, Y13)
+	NIBBLES(6(R10))
+	VPOR Y7, Y6, Y6
+	ISUM
+	VPSUBD Y5, Y6, Y6
+	SCALED((R10), Y0)
+	ADDQ $22, R10
+	ADDQ $4, AX
+	CMPQ AX, R8
+	JLT  q50rblock
+
+	REDUCE8TO(Y0, X0)
+	VMOVSS X0, (R9)
+	ADDQ   $4, R9
+	ADDQ   BX, SI
+	DECQ   CX
+	JNZ    q50row
+
+q50done:
+	VZEROUPPER
+	RET
+
+// func dotQ5_1RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
+TEXT ·dotQ5_1RowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), BX
+	MOVQ n+16(FP), CX
+	MOVQ q+24(FP), DI
+	MOVQ d+32(FP), DX
+	MOVQ s+40(FP), R12
+	MOVQ nb+48(FP), R8
+	MOVQ out+56(FP), R9
+	SHLQ $2, R8
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	MOVQ AX, X14
+	VPBROADCASTQ X14, Y14
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+
+	CMPQ CX, $4
+	JLT  q51tail
+
+q51group:
+	MOVQ SI, R10
+	LEAQ (SI)(BX*2), R11
+	LEAQ (SI)(BX*8), R14 // two groups ahead
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS X10, X10, X10
+	VXORPS X11, X11, X11
+	VXORPS X12, X12, X12
+	VXORPS X13, X13, X13
+
+q51gblock:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ       $96, R14
+	ACTMIN
+	HIBITS(4(R10), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB))
+	NIBBLES(8(R10))
+	VPOR Y7, Y6, Y6
+	ISUM
+	SCALEDMIN((R10), Y0, X10)
+	HIBITS(4(R10)(BX*1), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB))
+	NIBBLES(8(R10)(BX*1))
+	VPOR Y7, Y6, Y6
+	ISUM
+	SCALEDMIN((R10)(BX*1), Y1, X11)
+	HIBITS(4(R11), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB))
+	NIBBLES(8(R11))
+	VPOR Y7, Y6, Y6
+	ISUM
+	SCALEDMIN((R11), Y2, X12)
+	HIBITS(4(R11)(BX*1), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB))
+	NIBBLES(8(R11)(BX*1))
+	VPOR Y7, Y6, Y6
+	ISUM
+	SCALEDMIN((R11)(BX*1), Y3, X13)
+	ADDQ $24, R10
+	ADDQ $24, R11
+	ADDQ $4, AX
+	CMPQ AX, R8
+	JLT  q51gblock
+
+	REDUCE8TO(Y0, X0)
+	VADDSS X10, X0, X0
+	REDUCE8TO(Y1, X1)
+	VADDSS X11, X1, X1
+	REDUCE8TO(Y2, X2)
+	VADDSS X12, X2, X2
+	REDUCE8TO(Y3, X3)
+	VADDSS X13, X3, X3
+	VMOVSS X0, 0(R9)
+	VMOVSS X1, 4(R9)
+	VMOVSS X2, 8(R9)
+	VMOVSS X3, 12(R9)
+
+	LEAQ (SI)(BX*4), SI
+	ADDQ $16, R9
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE  q51group
+
+q51tail:
+	TESTQ CX, CX
+	JZ    q51done
+
+q51row:
+	MOVQ SI, R10
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS X10, X10, X10
+
+q51rblock:
+	ACTMIN
+	HIBITS(4(R10), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB))
+	NIBBLES(8(R10))
+	VPOR Y7, Y6, Y6
+	ISUM
+	SCALEDMIN((R10), Y0, X10)
+	ADDQ $24, R10
+	ADDQ $4, AX
+	CMPQ AX, R8
+	JLT  q51rblock
+
+	REDUCE8TO(Y0, X0)
+	VADDSS X10, X0, X0
+	VMOVSS X0, (R9)
+	ADDQ   $4, R9
+	ADDQ   BX, SI
+	DECQ   CX
+	JNZ    q51row
+
+q51done:
+	VZEROUPPER
+	RET

@@ -1,0 +1,122 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"meshd/engine/runner/gguf"
+)
+
+// TestMatMulKernels: MatMul with the multi-token kernels gives, for
+// every type, every batch of 1 to 9 tokens (full groups of four, padded
+// groups of two or three, a last single token), row counts that leave
+// partial tiles and an odd row, and pools of one and two workers, the
+// per-token MatVec results, and the same results as MatMul with the
+// multi-token kernels turned off (the portable path).
+func TestMatMulKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(51, 52))
+	const cols = 512
+	defer func() { matMulKernels = true }()
+	for _, typ := range allTypes {
+		for _, rows := range []int{1, 2, 7, 37} {
+			enc, err := gguf.Encode(typ, randVec(r, rows*cols, 0.05))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := NewMatrix(typ, rows, cols, enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for T := 1; T <= 9; T++ {
+				x := randVec(r, T*cols, 1)
+				var qx []*QVec
+				if m.Quantized() {
+					for tok := 0; tok < T; tok++ {
+						q := m.NewActivation()
+						q.Quantize(x[tok*cols : (tok+1)*cols])
+						qx = append(qx, q)
+					}
+				}
+				if hasAVX2 && T >= 2 && rows >= 2 && (typ == gguf.Q8_0 || typ == gguf.Q4_K) {
+					if k := m.mulTokens(0, rows, make([]float32, T*rows), T, qx); k != T&^1 && k != T {
+						t.Fatalf("%s rows=%d T=%d: multi-token kernel took %d tokens", typ, rows, T, k)
+					}
+				}
+				for _, workers := range []int{1, 2} {
+					p := NewPool(workers)
+					got := make([]float32, T*rows+1)
+					got[T*rows] = 42
+					matMulKernels = true
+					MatMul(p, m, got[:T*rows], x, T, qx)
+					if got[T*rows] != 42 {
+						t.Fatalf("%s: wrote past the output", typ)
+					}
+					plain := make([]float32, T*rows)
+					matMulKernels = false
+					MatMul(p, m, plain, x, T, qx)
+					matMulKernels = true
+					want := make([]float32, rows)
+					for tok := 0; tok < T; tok++ {
+						var q *QVec
+						if qx != nil {
+							q = qx[tok]
+						}
+						MatVec(p, m, want, x[tok*cols:(tok+1)*cols], q)
+						for i, w := range want {
+							g := got[tok*rows+i]
+							if d := math.Abs(float64(g - w)); d > 1e-5*(1+math.Abs(float64(w))) {
+								t.Fatalf("%s rows=%d T=%d workers=%d token %d row %d: MatMul %v, MatVec %v", typ, rows, T, workers, tok, i, g, w)
+							}
+							if g != plain[tok*rows+i] {
+								t.Fatalf("%s rows=%d T=%d workers=%d token %d row %d: multi-token kernel %v, portable path %v", typ, rows, T, workers, tok, i, g, plain[tok*rows+i])
+							}
+						}
+					}
+					p.Close()
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMatMulKernels times a 128-token MatMul over one 2048×2048
+// matrix with the multi-token kernels on and off (activation already
+// quantised), one worker: the compute the kernels save.
+func BenchmarkMatMulKernels(b *testing.B) {
+	r := rand.New(rand.NewPCG(53, 54))
+	const T, rows, cols = 128, 2048, 2048
+	x := randVec(r, T*cols, 1)
+	p := NewPool(1)
+	defer p.Close()
+	defer func() { matMulKernels = true }()
+	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
+		enc, err := gguf.Encode(typ, randVec(r, rows*cols, 0.02))
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := NewMatrix(typ, rows, cols, enc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		qx := make([]*QVec, T)
+		for t := range qx {
+			qx[t] = m.NewActivation()
+			qx[t].Quantize(x[t*cols : (t+1)*cols])
+		}
+		out := make([]float32, T*rows)
+		for _, on := range []bool{false, true} {
+			name := typ.String() + "/rows"
+			if on {
+				name = typ.String() + "/tokens"
+			}
+			b.Run(name, func(b *testing.B) {
+				matMulKernels = on
+				for b.Loop() {
+					MatMul(p, m, out, x, T, qx)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*T), "ns/token")
+			})
+		}
+	}
+}
