@@ -12,9 +12,11 @@ var matMulKernels = true
 // batch, not once per token: that is what makes a prompt faster per token
 // than decode.
 //
-// Where a multi-token kernel exists for m's type (amd64 with AVX2: Q8_0
-// and Q4_K), it takes the tokens of each tile in groups of up to four,
-// unpacking each weight block once per group rather than once per token;
+// Where a multi-token kernel exists for m's type (amd64 with AVX2: Q8_0,
+// Q4_0 and Q4_K, two rows × four tokens per pass), it takes the tokens
+// of each tile in groups of up to four, unpacking each weight block once
+// per group rather than once per token and sharing each activation load
+// between the two rows;
 // it adds each row's blocks in the same order as the one-token kernels,
 // so the results equal MatVec's bit for bit. Tokens it leaves (a last
 // single one, or all of them elsewhere) go through the one-token row

@@ -37,6 +37,19 @@ func mulQ8_0x2x4AVX2(w *byte, rowBytes, nb, pairs int, a *mmQ8Args)
 //go:noescape
 func mulQ4Kx4AVX2(w *byte, rowBytes, nb, n int, a *mmKArgs)
 
+// mulQ4Kx2x4AVX2 computes pairs·2 Q4_K rows against the four tokens of
+// a, each row as mulQ4Kx4AVX2 does.
+//
+//go:noescape
+func mulQ4Kx2x4AVX2(w *byte, rowBytes, nb, pairs int, a *mmKArgs)
+
+// mulQ4_0x2x4AVX2 computes pairs·2 Q4_0 rows against the four tokens of
+// a (quants and scales in Q8_0 form), each row with the arithmetic of
+// dotQ4_0RowsAVX2.
+//
+//go:noescape
+func mulQ4_0x2x4AVX2(w *byte, rowBytes, nb, pairs int, a *mmQ8Args)
+
 // mulTokens computes rows [r0, r1) of out for tokens [0, k) with the
 // multi-token kernel of m's type and returns k: 0 where there is none
 // (then MatMul runs every token through the row kernels).
@@ -49,11 +62,24 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec) int {
 		return m.mulQ8_0(r0, r1, out, T, qx)
 	case gguf.Q4_K:
 		return m.mulQ4K(r0, r1, out, T, qx)
+	case gguf.Q4_0:
+		return m.mulQ4_0(r0, r1, out, T, qx)
 	}
 	return 0
 }
 
 func (m *Matrix) mulQ8_0(r0, r1 int, out []float32, T int, qx []*QVec) int {
+	return m.mulPairs(r0, r1, out, T, qx, mulQ8_0x2x4AVX2)
+}
+
+func (m *Matrix) mulQ4_0(r0, r1 int, out []float32, T int, qx []*QVec) int {
+	return m.mulPairs(r0, r1, out, T, qx, mulQ4_0x2x4AVX2)
+}
+
+// mulPairs runs a two-row × four-token kernel over Q8_0-form
+// activations (Q8_0 and Q4_0 rows); an odd last row goes through the
+// row kernel for the tokens the kernel took.
+func (m *Matrix) mulPairs(r0, r1 int, out []float32, T int, qx []*QVec, kernel func(w *byte, rowBytes, nb, pairs int, a *mmQ8Args)) int {
 	nb := m.Cols / 32
 	pairs := (r1 - r0) / 2
 	if pairs == 0 {
@@ -73,7 +99,7 @@ func (m *Matrix) mulQ8_0(r0, r1 int, out []float32, T int, qx []*QVec) int {
 			o := out[tk*m.Rows+r0 : tk*m.Rows+r0+2*pairs]
 			a.q[i], a.d[i], a.out[i] = &v.Q[0], &v.D[0], &o[0]
 		}
-		mulQ8_0x2x4AVX2(&m.Data[r0*rb], rb, nb, pairs, &a)
+		kernel(&m.Data[r0*rb], rb, nb, pairs, &a)
 		done = t + k
 	}
 	if r := r0 + 2*pairs; r < r1 {
@@ -90,6 +116,7 @@ func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec) int {
 	if n == 0 || nb == 0 {
 		return 0
 	}
+	pairs := n / 2
 	rb := m.rowBytes
 	_ = m.Data[r1*rb-1]
 	done := 0
@@ -105,7 +132,13 @@ func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec) int {
 			o := out[tk*m.Rows+r0 : tk*m.Rows+r1]
 			a.q[i], a.out[i], a.bs[i], a.dk[i] = &v.QK[0], &o[0], &v.BS[0], &v.DK[0]
 		}
-		mulQ4Kx4AVX2(&m.Data[r0*rb], rb, nb, n, &a)
+		if pairs > 0 {
+			mulQ4Kx2x4AVX2(&m.Data[r0*rb], rb, nb, pairs, &a)
+		}
+		if n&1 != 0 {
+			// a.out now points at the last row.
+			mulQ4Kx4AVX2(&m.Data[(r1-1)*rb], rb, nb, 1, &a)
+		}
 		done = t + k
 	}
 	return done

@@ -38,7 +38,7 @@ func TestMatMulKernels(t *testing.T) {
 						qx = append(qx, q)
 					}
 				}
-				if hasAVX2 && T >= 2 && rows >= 2 && (typ == gguf.Q8_0 || typ == gguf.Q4_K) {
+				if hasAVX2 && T >= 2 && rows >= 2 && (typ == gguf.Q8_0 || typ == gguf.Q4_0 || typ == gguf.Q4_K) {
 					if k := m.mulTokens(0, rows, make([]float32, T*rows), T, qx); k != T&^1 && k != T {
 						t.Fatalf("%s rows=%d T=%d: multi-token kernel took %d tokens", typ, rows, T, k)
 					}
