@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"sync"
 	"time"
 
@@ -315,11 +314,7 @@ func (s *Series) why(res result, m wire.Metering, energy uint64, prorata bool) s
 	case m.Samples < 1 || m.WindowNs < 1:
 		return "no samples"
 	}
-	hi, lo := bits.Mul64(m.ErrorUJ, wire.FullPPM)
-	hi2, lo2 := bits.Mul64(energy, m.AccuracyPPM)
-	lo2, c := bits.Add64(lo2, wire.FullPPM-1, 0)
-	hi2 += c
-	if hi > hi2 || hi == hi2 && lo > lo2 {
+	if !wire.WithinAccuracy(m.ErrorUJ, energy, m.AccuracyPPM) {
 		return fmt.Sprintf("the bound %d µJ exceeds the declared accuracy %d ppm of %d µJ", m.ErrorUJ, m.AccuracyPPM, energy)
 	}
 	return ""

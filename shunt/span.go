@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"sort"
 	"strings"
 	"sync"
@@ -448,10 +447,7 @@ func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Read
 	if out.Provenance == wire.HwShunt {
 		// The members each met their declared accuracy; their sum must
 		// meet the span's as one figure, rounding included.
-		hi, lo := bits.Mul64(m.ErrorUJ, wire.FullPPM)
-		hi2, lo2 := bits.Mul64(out.EnergyUJ, m.AccuracyPPM)
-		lo2, c := bits.Add64(lo2, wire.FullPPM-1, 0)
-		if hi > hi2+c || hi == hi2+c && lo > lo2 {
+		if !wire.WithinAccuracy(m.ErrorUJ, out.EnergyUJ, m.AccuracyPPM) {
 			out.Provenance = wire.ModelBased
 		}
 	}
@@ -470,13 +466,4 @@ func reflectNil(m Member) bool {
 		return v == nil
 	}
 	return false
-}
-
-// Kinds lists the members' kinds.
-func (s *Span) Kinds() []drivers.Kind {
-	var ks []drivers.Kind
-	for _, m := range s.meters {
-		ks = append(ks, m.Info().Kind)
-	}
-	return ks
 }

@@ -343,25 +343,3 @@ func TestEvidenceForgeriesRefused(t *testing.T) {
 		})
 	}
 }
-
-func TestAccuracyBound(t *testing.T) {
-	cases := []struct {
-		measured, acc, bound uint64
-		fits                 bool
-	}{
-		{5000, 5000, 25, true},
-		{5001, 5000, 26, true}, // 25.005 rounds up
-		{0, wire.MaxHwAccuracyPPM, 0, true},
-		{1, 1, 1, true}, // any error at all rounds up to a whole µJ
-		{math.MaxUint64, wire.MaxHwAccuracyPPM, 1_844_674_407_370_955_162, true},
-		{math.MaxUint64, wire.FullPPM, math.MaxUint64, true},
-		{math.MaxUint64, wire.FullPPM + 1, 0, false},
-		{math.MaxUint64, math.MaxUint64, 0, false},
-	}
-	for _, c := range cases {
-		bound, fits := accuracyBoundUJ(c.measured, c.acc)
-		if bound != c.bound || fits != c.fits {
-			t.Errorf("accuracyBoundUJ(%d, %d) = %d, %v; want %d, %v", c.measured, c.acc, bound, fits, c.bound, c.fits)
-		}
-	}
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"strings"
 
@@ -335,7 +334,7 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 	case shared > 1:
 		return evidenceErr(4, "an apportioned figure is never HwShunt, x_shared is %d", shared)
 	}
-	if limit, fits := accuracyBoundUJ(measured, acc); fits && errUJ > limit {
+	if limit, fits := wire.AccuracyLimitUJ(measured, acc); fits && errUJ > limit {
 		return evidenceErr(4, "x_error_uj %d exceeds the meter's declared accuracy: %d ppm of measured_uj %d allows at most %d µJ", errUJ, acc, measured, limit)
 	}
 	return nil
@@ -344,23 +343,6 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 // evidenceErr is a violation of evidence rule n.
 func evidenceErr(n int, format string, a ...any) error {
 	return fieldErr(RefusedEvidence, "evidence rule %d: %s", n, fmt.Sprintf(format, a...))
-}
-
-// accuracyBoundUJ is the largest error bound a meter declaring accPPM can
-// state for a measured figure: ⌈measured × accPPM / 10⁶⌉, so that
-// x_error_uj × 10⁶ ≤ measured × accPPM + 999 999 holds exactly when
-// x_error_uj ≤ the result. The product is taken in 128 bits because both
-// factors are attacker-chosen; fits is false when the bound exceeds 2⁶⁴−1,
-// which then no x_error_uj can break.
-func accuracyBoundUJ(measured, accPPM uint64) (bound uint64, fits bool) {
-	hi, lo := bits.Mul64(measured, accPPM)
-	lo, carry := bits.Add64(lo, wire.FullPPM-1, 0)
-	hi += carry // cannot wrap: hi ≤ 2⁶⁴−2 for any product of two uint64
-	if hi >= wire.FullPPM {
-		return 0, false
-	}
-	q, _ := bits.Div64(hi, lo, wire.FullPPM)
-	return q, true
 }
 
 // coreField describes one key meshd knows. The table is in the bytewise

@@ -1,5 +1,7 @@
 package wire
 
+import "math/bits"
+
 // Meter kinds as sealed in x_meter_kind. A kind states what a meter's
 // readings can prove; only the first two can ever support HwShunt.
 const (
@@ -28,6 +30,32 @@ const FullPPM = 1_000_000
 // MaxHwAccuracyPPM is the loosest accuracy a meter may declare and still
 // claim HwShunt: 10 % of the window's energy.
 const MaxHwAccuracyPPM = 100_000
+
+// AccuracyLimitUJ is the largest error bound a meter declaring
+// accuracyPPM may state for a measured figure: ⌈measuredUJ × accuracyPPM
+// / 10⁶⌉, so that errorUJ × 10⁶ ≤ measuredUJ × accuracyPPM + 999 999
+// holds exactly when errorUJ ≤ the limit (PROFILE.md §6, evidence rule
+// 4). The product is taken in 128 bits because both factors may be chosen
+// by whoever built the receipt; ok is false when the limit exceeds
+// 2⁶⁴−1, which then no bound can break.
+func AccuracyLimitUJ(measuredUJ, accuracyPPM uint64) (limit uint64, ok bool) {
+	hi, lo := bits.Mul64(measuredUJ, accuracyPPM)
+	lo, carry := bits.Add64(lo, FullPPM-1, 0)
+	hi += carry // cannot wrap: hi ≤ 2⁶⁴−2 for any product of two uint64
+	if hi >= FullPPM {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, FullPPM)
+	return q, true
+}
+
+// WithinAccuracy reports whether an error bound of errorUJ meets the
+// accuracy a meter declares for measuredUJ, as AccuracyLimitUJ defines it:
+// the rule every HwShunt figure must meet.
+func WithinAccuracy(errorUJ, measuredUJ, accuracyPPM uint64) bool {
+	limit, ok := AccuracyLimitUJ(measuredUJ, accuracyPPM)
+	return !ok || errorUJ <= limit
+}
 
 // Metering is the evidence behind an energy figure, so that an auditor —
 // and the steward, at seal time — can judge the figure from the receipt
