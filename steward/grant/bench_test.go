@@ -31,7 +31,7 @@ func BenchmarkAuthorise(b *testing.B) {
 	}
 	defer led.Close()
 	auth, err := grant.NewAuthoriser(grant.Config{
-		Trusted: []ed25519.PublicKey{issuer.Public()}, Ledger: led,
+		Steward: stewardKey().Public(), Trusted: []ed25519.PublicKey{issuer.Public()}, Ledger: led,
 		Clock: func() time.Time { return t0 },
 	})
 	if err != nil {
