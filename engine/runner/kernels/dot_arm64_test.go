@@ -59,17 +59,21 @@ func extremeQVec(r *rand.Rand, n int) *QVec {
 
 // extremeRows fills n rows of nb blocks, rowBytes apart, with random
 // bytes and finite fp16 fields, and sets every third block's quant (and
-// for Q4_K scale) bytes to all-ones, all-zeros or alternating extremes.
+// for the K-quants scale) bytes to all-ones, all-zeros or alternating
+// extremes.
 func extremeRows(r *rand.Rand, typ gguf.TensorType, n, nb, rowBytes int) []byte {
 	bb := int(typ.BlockBytes())
 	w := make([]byte, n*rowBytes)
 	for i := range w {
 		w[i] = byte(r.Uint32())
 	}
-	halves, quants := []int{0}, 2
+	// the fp16 fields, and the quant (and scale) bytes [quants, end)
+	halves, quants, end := []int{0}, 2, bb
 	switch typ {
-	case gguf.Q4_K:
+	case gguf.Q4_K, gguf.Q5_K, gguf.Q4_1, gguf.Q5_1:
 		halves, quants = []int{0, 2}, 4
+	case gguf.Q6_K:
+		halves, quants, end = []int{208}, 0, 208
 	}
 	pat := [][2]byte{{0xff, 0xff}, {0x00, 0x00}, {0x80, 0x7f}, {0x0f, 0xf0}}
 	for i := 0; i < n; i++ {
@@ -82,7 +86,7 @@ func extremeRows(r *rand.Rand, typ gguf.TensorType, n, nb, rowBytes int) []byte 
 			}
 			if (b+i)%3 == 0 {
 				p := pat[(b+i)/3%len(pat)]
-				for j := quants; j < bb; j++ {
+				for j := quants; j < end; j++ {
 					blk[j] = p[j&1]
 				}
 			}
@@ -117,6 +121,11 @@ func TestNEONKernels(t *testing.T) {
 			{gguf.Q8_0, dotQ8_0Rows, dotQ8_0RowsGeneric, 32},
 			{gguf.Q4_0, dotQ4_0Rows, rowsGeneric(dotQ4_0Generic, 18), 32},
 			{gguf.Q4_K, dotQ4KRows, rowsGeneric(dotQ4KGeneric, 144), 256},
+			{gguf.Q5_K, dotQ5KRows, rowsGeneric(dotQ5KGeneric, 176), 256},
+			{gguf.Q6_K, dotQ6KRows, rowsGeneric(dotQ6KGeneric, 210), 256},
+			{gguf.Q4_1, dotQ4_1Rows, rowsGeneric(dotQ4_1Generic, 20), 32},
+			{gguf.Q5_0, dotQ5_0Rows, rowsGeneric(dotQ5_0Generic, 22), 32},
+			{gguf.Q5_1, dotQ5_1Rows, rowsGeneric(dotQ5_1Generic, 24), 32},
 		} {
 			bb := int(tc.typ.BlockBytes())
 			for _, nb := range []int{1, 2, 3, 5, 16} {
