@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"meshd/engine"
@@ -20,28 +22,65 @@ const EstimatorMeter = "estimator"
 
 // Agent runs serves end to end: authorise, route, meter, seal.
 type Agent struct {
-	backends     []engine.Backend
-	meter        Meter // nil: no hardware, figures are Estimator
-	steward      *steward.Steward
+	table        atomic.Pointer[table] // what Reconfigure swaps
+	steward      Sealer
 	clock        func() time.Time
-	grants       *grant.Authoriser
 	mustHave     bool
 	requireMeter bool // refuse to serve while the meter is unhealthy
 	costs        *costs
 	log          *slog.Logger
+	observe      func(Event)
+}
+
+// table is the part of an Agent a reload replaces as a whole, so a serve
+// sees either the old or the new configuration, never half of each.
+type table struct {
+	backends []engine.Backend
+	meters   map[string]Meter // by backend name
+	meter    Meter            // for backends not in meters; nil: Estimator
+	grants   Authoriser       // nil refuses any grant
+}
+
+// meterFor is the meter that wraps backend b's engine calls, nil for none.
+func (t *table) meterFor(b string) Meter {
+	if m, ok := t.meters[b]; ok {
+		return m
+	}
+	return t.meter
+}
+
+// Sealer seals a finished serve into the receipt chain; *steward.Steward
+// is the production one. The agent needs nothing else of the steward, so
+// its tests need no log on disk.
+type Sealer interface {
+	Seal(ctx context.Context, d steward.Draft) (*steward.Sealed, error)
+	// Public is the key receipts are signed with: grants must name it.
+	Public() ed25519.PublicKey
+}
+
+// Authoriser runs phase 1 of a granted serve; *grant.Authoriser is the
+// production one.
+type Authoriser interface {
+	Authorise(ctx context.Context, env []byte, request wire.ContentID, ceilingUJ uint64) (*grant.Hold, error)
+	// Steward is the steward the grants it honours must be addressed to.
+	Steward() ed25519.PublicKey
 }
 
 // Config assembles an Agent.
 type Config struct {
 	// Backends in registration order, which breaks routing ties.
 	Backends []engine.Backend
-	// Meter wraps each engine call; nil means Estimator provenance.
-	Meter   Meter
-	Steward *steward.Steward
+	// Meter wraps each engine call of a backend not in Meters; nil means
+	// Estimator provenance.
+	Meter Meter
+	// Meters are per-backend meters (the span of the rails that backend
+	// draws from), by backend name.
+	Meters  map[string]Meter
+	Steward Sealer
 	// Clock measures window lengths for estimator figures; nil = time.Now.
 	Clock func() time.Time
 	// Grants authorises granted serves (phase 1); nil refuses any grant.
-	Grants *grant.Authoriser
+	Grants Authoriser
 	// RequireGrant refuses every serve that carries no grant.
 	RequireGrant bool
 	// RequireMeter is the refuse-when-unmetered policy: while the meter
@@ -51,6 +90,18 @@ type Config struct {
 	// Logger receives what the agent decides on its own (a figure claimed
 	// less than the meter offered); nil discards.
 	Logger *slog.Logger
+	// Observe, when set, is told of every serve's end (sealed, refused or
+	// failed), synchronously, for metrics; it must not block.
+	Observe func(Event)
+}
+
+// Routes is what Reconfigure replaces: the backends, their meters and the
+// grant authoriser.
+type Routes struct {
+	Backends []engine.Backend
+	Meter    Meter
+	Meters   map[string]Meter
+	Grants   Authoriser
 }
 
 // ErrUnmetered is wrapped when a serve is refused because the meter is not
@@ -66,34 +117,77 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Steward == nil {
 		return nil, errors.New("agent: a steward is required")
 	}
-	seen := map[string]bool{}
-	for _, b := range cfg.Backends {
-		if seen[b.Name()] {
-			return nil, fmt.Errorf("agent: backend name %q registered twice", b.Name())
-		}
-		seen[b.Name()] = true
-	}
-	if cfg.RequireMeter && cfg.Meter == nil {
-		return nil, errors.New("agent: RequireMeter needs a meter")
-	}
-	if cfg.RequireGrant && cfg.Grants == nil {
-		return nil, errors.New("agent: RequireGrant needs a grant authoriser")
-	}
-	// An authoriser for another steward id would honour grants addressed
-	// elsewhere, spending at this steward budget meant for that one.
-	if cfg.Grants != nil && !cfg.Grants.Steward().Equal(cfg.Steward.Public()) {
-		return nil, fmt.Errorf("agent: the grant authoriser is for steward %x, this agent seals as %s",
-			[]byte(cfg.Grants.Steward()), hex.EncodeToString(cfg.Steward.Public()))
-	}
-	a := &Agent{backends: cfg.Backends, meter: cfg.Meter, steward: cfg.Steward, clock: cfg.Clock,
-		grants: cfg.Grants, mustHave: cfg.RequireGrant, requireMeter: cfg.RequireMeter, costs: newCosts(), log: cfg.Logger}
+	a := &Agent{steward: cfg.Steward, clock: cfg.Clock, mustHave: cfg.RequireGrant, requireMeter: cfg.RequireMeter,
+		costs: newCosts(), log: cfg.Logger, observe: cfg.Observe}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	if a.clock == nil {
 		a.clock = time.Now
 	}
+	if a.observe == nil {
+		a.observe = func(Event) {}
+	}
+	if err := a.Reconfigure(Routes{Backends: cfg.Backends, Meter: cfg.Meter, Meters: cfg.Meters, Grants: cfg.Grants}); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// Reconfigure checks r and makes it the agent's routing table: serves
+// already routed finish on the backends they chose, later serves see only
+// r. What the agent has learned of each backend's cost is kept by name.
+func (a *Agent) Reconfigure(r Routes) error {
+	seen := map[string]bool{}
+	for _, b := range r.Backends {
+		if seen[b.Name()] {
+			return fmt.Errorf("agent: backend name %q registered twice", b.Name())
+		}
+		seen[b.Name()] = true
+	}
+	for name := range r.Meters {
+		if !seen[name] {
+			return fmt.Errorf("agent: a meter is given for backend %q, which is not registered", name)
+		}
+	}
+	if a.requireMeter && r.Meter == nil && len(r.Meters) == 0 {
+		return errors.New("agent: RequireMeter needs a meter")
+	}
+	if a.mustHave && r.Grants == nil {
+		return errors.New("agent: RequireGrant needs a grant authoriser")
+	}
+	// An authoriser for another steward id would honour grants addressed
+	// elsewhere, spending at this steward budget meant for that one.
+	if r.Grants != nil && !r.Grants.Steward().Equal(a.steward.Public()) {
+		return fmt.Errorf("agent: the grant authoriser is for steward %x, this agent seals as %s",
+			[]byte(r.Grants.Steward()), hex.EncodeToString(a.steward.Public()))
+	}
+	a.table.Store(&table{backends: r.Backends, meters: r.Meters, meter: r.Meter, grants: r.Grants})
+	return nil
+}
+
+// BackendInfo is what the agent knows of one backend: what it advertises
+// and what it has learned from its receipts.
+type BackendInfo struct {
+	Backend engine.Backend
+	// CostUJ is the µJ/token the router uses now, and CostSource says
+	// whether it was configured or learned (and from how many receipts).
+	CostUJ     uint64
+	CostSource string
+	Learned    bool
+	// Meter is the meter of the backend's span; nil when it has none.
+	Meter Meter
+}
+
+// Backends describes the current backends in registration order.
+func (a *Agent) Backends() []BackendInfo {
+	t := a.table.Load()
+	out := make([]BackendInfo, len(t.backends))
+	for i, b := range t.backends {
+		c, src := a.costs.cost(b.Name(), b.UJPerToken())
+		out[i] = BackendInfo{Backend: b, CostUJ: c, CostSource: src, Learned: a.costs.learned(b.Name()), Meter: t.meterFor(b.Name())}
+	}
+	return out
 }
 
 // Response is a completed serve.
@@ -118,38 +212,85 @@ func (e *ServeError) Unwrap() error { return e.Err }
 // prompt travels beside the request and never enters the receipt. A failure
 // at any phase seals nothing.
 func (a *Agent) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (*Response, error) {
-	return a.ServeGranted(ctx, req, prompt, nil)
+	return a.ServeWith(ctx, req, prompt, Options{})
 }
 
-// ServeGranted is Serve riding on a grant envelope (nil for none). Phase 1
-// verifies the grant and holds the request's joule ceiling on its budget
-// before routing or any engine work; the hold is settled at the sealed
-// receipt's charge, or released if the serve fails. If the ledger refuses
-// the settlement the response is returned together with the error: the
-// receipt is durable and the ledger settles from it when next opened.
-func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt []byte, grantEnv []byte) (resp *Response, err error) {
+// ServeGranted is Serve riding on a grant envelope (nil for none).
+func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt []byte, grantEnv []byte) (*Response, error) {
+	return a.ServeWith(ctx, req, prompt, Options{Grant: grantEnv})
+}
+
+// Options are what a caller may add to a serve.
+type Options struct {
+	// Grant is a grant envelope the serve rides on; nil for none.
+	Grant []byte
+	// Engine asks the backend to stream its output or render chat
+	// messages; a backend that cannot is a failed serve, never a silent
+	// plain one.
+	Engine engine.Options
+}
+
+// Event is one serve's end, as told to Config.Observe.
+type Event struct {
+	// Backend is the chosen backend, "" when the serve ended before routing
+	// chose one.
+	Backend string
+	// Sealed is the receipt, nil unless the serve was sealed.
+	Sealed *steward.Sealed
+	// Reason classifies a serve that sealed nothing: "bad_request",
+	// "unmetered", "grant", "no_route", "engine", "cancelled", "seal".
+	Reason string
+	// Err is why the serve sealed nothing, nil when it was sealed.
+	Err error
+	// Degraded: the backend has a meter, but the receipt claims Estimator.
+	Degraded bool
+	// Tokens in, out and accepted of a sealed serve.
+	TokensIn, TokensOut, TokensAccepted uint32
+}
+
+// ServeWith is Serve with options. Phase 1 verifies a grant, if any, and
+// holds the request's joule ceiling on its budget before routing or any
+// engine work; the hold is settled at the sealed receipt's charge, or
+// released if the serve fails. If the ledger refuses the settlement the
+// response is returned together with the error: the receipt is durable and
+// the ledger settles from it when next opened. A serve whose context ends
+// before it is sealed (the caller went away) seals nothing: no receipt
+// claims tokens its caller never received.
+func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts Options) (resp *Response, err error) {
+	ev := Event{}
+	defer func() {
+		if err != nil && resp == nil {
+			ev.Err = err
+			if ev.Reason == "" {
+				ev.Reason = "engine"
+			}
+			if ctx.Err() != nil {
+				ev.Reason = "cancelled"
+			}
+		}
+		a.observe(ev)
+	}()
 	id, err := req.ID()
 	if err != nil {
+		ev.Reason = "bad_request"
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	if got := wire.ContentOf(prompt); got != req.PromptHash {
+		ev.Reason = "bad_request"
 		return nil, fmt.Errorf("serve: %w: prompt_hash %s does not address the prompt sent (%s)", wire.ErrBadRequest, req.PromptHash, got)
 	}
-	if a.requireMeter {
-		if hc, ok := a.meter.(HealthChecker); ok {
-			if err := hc.Health(); err != nil {
-				return nil, fmt.Errorf("serve %s: %w: %v", id, ErrUnmetered, err)
-			}
-		}
-	}
+	t := a.table.Load()
 	var hold *grant.Hold
 	switch {
-	case grantEnv == nil && a.mustHave:
+	case opts.Grant == nil && a.mustHave:
+		ev.Reason = "grant"
 		return nil, fmt.Errorf("serve %s: %w: this agent serves only granted requests", id, ErrGrantRequired)
-	case grantEnv != nil && a.grants == nil:
+	case opts.Grant != nil && t.grants == nil:
+		ev.Reason = "grant"
 		return nil, fmt.Errorf("serve %s: %w: a grant was presented but no trusted issuers are configured", id, ErrGrantRequired)
-	case grantEnv != nil:
-		if hold, err = a.grants.Authorise(ctx, grantEnv, id, req.JouleCeilingUJ); err != nil {
+	case opts.Grant != nil:
+		if hold, err = t.grants.Authorise(ctx, opts.Grant, id, req.JouleCeilingUJ); err != nil {
+			ev.Reason = "grant"
 			return nil, fmt.Errorf("serve %s: %w", id, err)
 		}
 		defer func() {
@@ -160,14 +301,33 @@ func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt 
 			}
 		}()
 	}
-	dec, err := route(req, a.backends, func(b engine.Backend) (uint64, string) { return a.costs.cost(b.Name(), b.UJPerToken()) })
+	dec, err := route(req, t.backends, func(b engine.Backend) (uint64, string) { return a.costs.cost(b.Name(), b.UJPerToken()) })
 	if err != nil {
+		ev.Reason = "no_route"
+		if !errors.Is(err, ErrNoRoute) {
+			ev.Reason = "bad_request"
+		}
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
-	b := a.backends[dec.Chosen]
-	res, energy, meter, err := a.metered(ctx, b, req, prompt)
+	b := t.backends[dec.Chosen]
+	ev.Backend = b.Name()
+	meter := t.meterFor(b.Name())
+	if a.requireMeter && meter != nil {
+		if hc, ok := meter.(HealthChecker); ok {
+			if err := hc.Health(); err != nil {
+				ev.Reason = "unmetered"
+				return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w: %v", id, b.Name(), ErrUnmetered, err)}
+			}
+		}
+	}
+	res, energy, metering, err := a.metered(ctx, b, meter, req, prompt, opts.Engine)
 	if err != nil {
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w", id, b.Name(), err)}
+	}
+	if err := ctx.Err(); err != nil {
+		// The engine finished but the caller is gone: it will never read
+		// these tokens, so no receipt may claim them.
+		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: caller gone before sealing: %w", id, b.Name(), err)}
 	}
 	draft := steward.Draft{
 		Request:  id,
@@ -178,7 +338,7 @@ func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt 
 		Floor:    req.FidelityFloor,
 		Served:   b.Fidelity(),
 		Energy:   energy,
-		Metering: meter,
+		Metering: metering,
 	}
 	if hold != nil {
 		// The grant is debited the charged figure, capped at the hold the
@@ -187,12 +347,17 @@ func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt 
 		g, h, debit := hold.Grant, hold.ID, min(energy.UJ(), req.JouleCeilingUJ)
 		draft.Grant, draft.GrantHold, draft.GrantDebit = &g, &h, &debit
 	}
-	sealed, err := a.seal(ctx, draft, res, b)
+	sealed, err := a.seal(context.WithoutCancel(ctx), draft, res, b)
 	if err != nil {
+		ev.Reason = "seal"
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
-	if e, err := sealed.Receipt.Energy(); err == nil {
+	ev.Sealed = sealed
+	ev.TokensIn, ev.TokensOut, ev.TokensAccepted = res.Outcome.TokensIn, res.Outcome.TokensOut, res.Outcome.TokensAccepted
+	e, eerr := sealed.Receipt.Energy()
+	if eerr == nil {
 		a.costs.observe(b.Name(), e.Provenance(), e.UJ(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut))
+		ev.Degraded = meter != nil && e.Provenance() == wire.Estimator
 	}
 	resp = &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output}
 	if hold != nil {
@@ -209,7 +374,7 @@ func (a *Agent) ServeGranted(ctx context.Context, req wire.ServeRequest, prompt 
 // saw into an honest Energy. The engine's slot, when it has one, is taken
 // before the window opens, so queueing is never metered. The estimate is
 // always the backend's model applied to the tokens actually served.
-func (a *Agent) metered(ctx context.Context, b engine.Backend, req wire.ServeRequest, prompt []byte) (engine.Result, wire.Energy, wire.Metering, error) {
+func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, wire.Energy, wire.Metering, error) {
 	if sb, ok := b.(engine.Slotted); ok {
 		held, release, err := sb.Acquire(ctx)
 		if err != nil {
@@ -220,11 +385,11 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, req wire.ServeReq
 	}
 	var win Window
 	var meterErr error
-	if a.meter != nil {
-		win, meterErr = a.meter.Open(ctx)
+	if meter != nil {
+		win, meterErr = meter.Open(ctx)
 	}
 	start := a.clock()
-	res, err := b.Serve(ctx, req, prompt)
+	res, err := serveOn(ctx, b, req, prompt, opts)
 	span := a.clock().Sub(start)
 	var reading wire.Reading
 	if win != nil {
@@ -248,11 +413,30 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, req wire.ServeReq
 			return res, wire.Modelled(nil, reading.EnergyUJ), reading.Metering, nil
 		}
 	}
-	if a.meter != nil {
-		a.log.Warn("serve sealed as Estimator: the meter measured nothing", "meter", a.meter.Name(), "err", meterErr)
+	if meter != nil {
+		a.log.Warn("serve sealed as Estimator: the meter measured nothing", "backend", b.Name(), "meter", meter.Name(), "err", meterErr)
 	}
 	// No meter, or a meter that saw nothing valid: say so, never a zero.
 	return res, wire.Estimated(est), estimatorMetering(span), nil
+}
+
+// serveOn runs the engine with opts. A backend without options support
+// serves plain requests, and streams by emitting its whole output at
+// once; it cannot render chat.
+func serveOn(ctx context.Context, b engine.Backend, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, error) {
+	if ob, ok := b.(engine.OptionBackend); ok && (opts.Chat || opts.Emit != nil) {
+		return ob.ServeWith(ctx, req, prompt, opts)
+	}
+	if opts.Chat {
+		return engine.Result{}, engine.ErrNoChat
+	}
+	res, err := b.Serve(ctx, req, prompt)
+	if err == nil && opts.Emit != nil && len(res.Output) > 0 {
+		if err := opts.Emit(res.Output); err != nil {
+			return engine.Result{}, err
+		}
+	}
+	return res, err
 }
 
 func estimatorMetering(span time.Duration) wire.Metering {

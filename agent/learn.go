@@ -61,3 +61,10 @@ func (c *costs) cost(backend string, configured uint64) (uint64, string) {
 	}
 	return med, fmt.Sprintf("learned %d µJ/token (median of %d measured receipts)", med, len(o))
 }
+
+// learned says whether backend's cost comes from its receipts.
+func (c *costs) learned(backend string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.obs[backend]) >= learnMin
+}

@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	"meshd/wire"
 )
@@ -47,3 +48,32 @@ type Slotted interface {
 	// it is idempotent.
 	Acquire(ctx context.Context) (held context.Context, release func(), err error)
 }
+
+// Options are what a caller may ask of a serve beyond the request itself.
+// The zero Options is a plain Serve.
+type Options struct {
+	// Chat says the prompt is a JSON array of {"role","content"} messages
+	// (OpenAI's shape) that the engine renders with its own chat template:
+	// meshd never re-implements templating. The receipt's prompt_hash
+	// addresses those bytes.
+	Chat bool
+	// Emit, when set, receives the output as the engine produces it, piece
+	// by piece, in order; the pieces concatenate to Result.Output. An error
+	// from Emit (the client went away) abandons the serve: the engine's
+	// work is cancelled and Serve returns that error, so nothing is sealed
+	// for tokens the caller never received.
+	Emit func(piece []byte) error
+}
+
+// OptionBackend is a Backend that honours Options: streaming its output
+// and rendering chat messages.
+type OptionBackend interface {
+	Backend
+	// ServeWith is Serve with opts. Emit is called from the goroutine
+	// that called ServeWith, never after it returns.
+	ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts Options) (Result, error)
+}
+
+// ErrNoChat is wrapped when a chat serve reaches a backend whose engine has
+// no chat template to render it with.
+var ErrNoChat = errors.New("backend cannot render chat messages")

@@ -3,8 +3,12 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
 
 	"lukechampine.com/blake3"
 
@@ -60,15 +64,38 @@ func (r *Reference) UJPerToken() uint64 { return r.cfg.UJPerToken }
 var referenceWords = [16]string{"mesh", "joule", "token", "meter", "shunt", "route", "seal", "chain",
 	"receipt", "steward", "grant", "floor", "ceiling", "recipe", "watt", "answer"}
 
-// Serve implements Backend. tokens_in is the number of whitespace-separated
-// words in the prompt; max_tokens tokens are produced; greedy, so every
-// token is accepted.
+// Serve implements Backend: ServeWith with zero Options.
 func (r *Reference) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (Result, error) {
+	return r.ServeWith(ctx, req, prompt, Options{})
+}
+
+var _ OptionBackend = (*Reference)(nil)
+
+// ServeWith implements OptionBackend. tokens_in is the number of
+// whitespace-separated words of the text the engine reads (the prompt, or
+// for a chat serve the rendered conversation, see RenderReferenceChat);
+// max_tokens tokens are produced from a state seeded by that text; greedy,
+// so every token is accepted. A chat serve therefore answers exactly as a
+// plain serve of its rendered text does.
+//
+// With opts.Emit, each token's text is emitted as soon as it is made: the
+// first token bare, every later one with a leading space, so that the
+// pieces concatenate to Output. An Emit error abandons the serve at once
+// and is returned wrapped.
+func (r *Reference) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts Options) (Result, error) {
 	if err := req.Validate(); err != nil {
 		return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, err)
 	}
-	in := len(bytes.Fields(prompt))
-	state := blake3.Sum256(prompt)
+	text := prompt
+	if opts.Chat {
+		msgs, err := ParseChat(prompt)
+		if err != nil {
+			return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, err)
+		}
+		text = []byte(RenderReferenceChat(msgs))
+	}
+	in := len(bytes.Fields(text))
+	state := blake3.Sum256(text)
 	var out bytes.Buffer
 	for t := uint32(0); t < req.MaxTokens; t++ {
 		if err := ctx.Err(); err != nil {
@@ -77,11 +104,121 @@ func (r *Reference) Serve(ctx context.Context, req wire.ServeRequest, prompt []b
 		for i := 0; i < r.cfg.Work; i++ {
 			state = blake3.Sum256(state[:])
 		}
+		start := out.Len()
 		if t > 0 {
 			out.WriteByte(' ')
 		}
 		out.WriteString(referenceWords[state[0]&15])
+		if opts.Emit != nil {
+			// A copy: the buffer grows under the piece.
+			piece := bytes.Clone(out.Bytes()[start:])
+			if err := opts.Emit(piece); err != nil {
+				return Result{}, fmt.Errorf("reference engine %s: output abandoned after %d tokens: %w", r.cfg.Name, t+1, err)
+			}
+		}
 	}
 	o := wire.ServeOutcome{TokensIn: uint32(in), TokensOut: req.MaxTokens, TokensAccepted: req.MaxTokens}
 	return Result{Outcome: o, Output: out.Bytes()}, nil
+}
+
+// ChatMessage is one message of a chat prompt (Options.Chat).
+type ChatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ParseChat reads a chat prompt: UTF-8 JSON that is a non-empty array of
+// objects, each with exactly a non-empty string "role" and a string
+// "content". Anything else (another field, a duplicate key, trailing data)
+// is refused, so that the bytes the receipt's prompt_hash addresses say
+// nothing the engine does not render. Errors wrap wire.ErrBadRequest and
+// name the problem.
+func ParseChat(prompt []byte) ([]ChatMessage, error) {
+	bad := func(format string, a ...any) ([]ChatMessage, error) {
+		return nil, fmt.Errorf("%w: chat prompt: "+format, append([]any{wire.ErrBadRequest}, a...)...)
+	}
+	if !utf8.Valid(prompt) {
+		// JSON decoding would replace the invalid bytes silently.
+		return bad("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(prompt))
+	if tok, err := dec.Token(); err != nil {
+		return bad("not JSON: %v", err)
+	} else if tok != json.Delim('[') {
+		return bad("want a JSON array of messages")
+	}
+	var msgs []ChatMessage
+	for i := 0; dec.More(); i++ {
+		if tok, err := dec.Token(); err != nil {
+			return bad("message %d: %v", i, err)
+		} else if tok != json.Delim('{') {
+			return bad("message %d is not an object", i)
+		}
+		var m ChatMessage
+		var seen [2]bool
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return bad("message %d: %v", i, err)
+			}
+			key, _ := tok.(string)
+			var dst *string
+			var k int
+			switch key {
+			case "role":
+				dst, k = &m.Role, 0
+			case "content":
+				dst, k = &m.Content, 1
+			default:
+				return bad("message %d has the field %q; only role and content are rendered", i, key)
+			}
+			if seen[k] {
+				return bad("message %d repeats %q", i, key)
+			}
+			seen[k] = true
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return bad("message %d: %v", i, err)
+			}
+			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
+				return bad("message %d: %s must be a string", i, key)
+			}
+		}
+		if _, err := dec.Token(); err != nil { // the closing brace
+			return bad("message %d: %v", i, err)
+		}
+		switch {
+		case !seen[0]:
+			return bad("message %d has no role", i)
+		case !seen[1]:
+			return bad("message %d has no content", i)
+		case m.Role == "":
+			return bad("message %d has an empty role", i)
+		}
+		msgs = append(msgs, m)
+	}
+	if _, err := dec.Token(); err != nil { // the closing bracket
+		return bad("%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("trailing data after the array")
+	}
+	if len(msgs) == 0 {
+		return bad("no messages")
+	}
+	return msgs, nil
+}
+
+// RenderReferenceChat is the reference engine's fixed chat template: each
+// message as "<role>: <content>\n", then "assistant:".
+func RenderReferenceChat(msgs []ChatMessage) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		b.WriteString(m.Role)
+		b.WriteString(": ")
+		b.WriteString(m.Content)
+		b.WriteByte('\n')
+	}
+	b.WriteString("assistant:")
+	return b.String()
 }

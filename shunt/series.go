@@ -333,6 +333,19 @@ type Stats struct {
 	LastValid time.Time
 }
 
+// Latest is the newest valid reading's mean power in µW and when its span
+// ended, for a live gauge; ok is false before the first valid reading. It
+// is a display figure, not a measurement of any window.
+func (s *Series) Latest() (uw int64, end time.Time, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.ring.haveValid {
+		return 0, time.Time{}, false
+	}
+	e := s.ring.last
+	return e.p / 1000, s.epoch.Add(time.Duration(e.end)), true
+}
+
 // Stats reports what was recorded.
 func (s *Series) Stats() Stats {
 	s.mu.RLock()

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"meshd/steward/internal/framelog"
@@ -119,6 +120,8 @@ type LogOptions struct {
 	Workers int
 	// Clock stamps checkpoints; nil means time.Now.
 	Clock func() time.Time
+	// OnSync, if set, is told how long each fsync of a segment took.
+	OnSync func(time.Duration)
 }
 
 // Log is an append-only, hash-chained, durable receipt log.
@@ -132,6 +135,7 @@ type Log struct {
 	lock     *framelog.Lock
 	key      *Key
 	noSync   bool
+	onSync   func(time.Duration)
 	segBytes int64
 	ckEvery  uint64
 	ledger   func() string
@@ -149,6 +153,9 @@ type Log struct {
 	headOff  int64
 	headEnd  int64
 	oldSyncs uint64
+
+	acked atomic.Uint64 // records durable and acknowledged: see Durable
+	index readIndex
 
 	ckMu    sync.Mutex
 	ck      *framelog.Writer
@@ -177,7 +184,7 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &Log{dir: dir, lock: lock, key: opt.Key, noSync: opt.NoSync, segBytes: opt.SegmentBytes,
+	l := &Log{dir: dir, lock: lock, key: opt.Key, noSync: opt.NoSync, onSync: opt.OnSync, segBytes: opt.SegmentBytes,
 		ledger: opt.Ledger, clock: opt.Clock}
 	if l.segBytes <= 0 {
 		l.segBytes = DefaultSegmentBytes
@@ -251,6 +258,9 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 		rep.TornBytes, rep.TornAt = tail.Torn, tail.End
 	}
 	l.w, err = segFormat.Resume(lastFile, tail, opt.NoSync)
+	if err == nil && opt.OnSync != nil {
+		l.w.ObserveSyncs(opt.OnSync)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -267,6 +277,7 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 	}
 	l.steward = c.key
 	l.next, l.head = rep.Records, rep.Head
+	l.acked.Store(rep.Records)
 	l.seg = c.segFirst
 	l.headSeg, l.headOff, l.headEnd = c.lastSeg, c.lastOff, c.lastEnd
 	if from != nil && c.checked == 0 {
@@ -549,12 +560,21 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 		l.steward = signer
 	}
 	l.headSeg, l.headOff, l.headEnd = l.seg, end-framelog.HeaderSize-int64(len(env)), end
+	l.index.note(seq, l.seg, l.headOff)
 	w := l.w
 	l.mu.Unlock()
 	// The receipt is sequenced: it is waited for even if ctx ends now, so
 	// that a caller never mistakes a durable receipt for a failed one.
 	if err := w.Sync(end); err != nil {
 		return 0, wire.ContentID{}, fmt.Errorf("receipt log: %w", err)
+	}
+	// Frames are written in order, so everything before this one is
+	// durable too.
+	for {
+		cur := l.acked.Load()
+		if seq+1 <= cur || l.acked.CompareAndSwap(cur, seq+1) {
+			break
+		}
 	}
 	if l.ckEvery > 0 && l.key != nil && seq+1 >= l.checkpointed()+l.ckEvery && l.ckMu.TryLock() {
 		_, err := l.checkpointLocked()
@@ -585,6 +605,9 @@ func (l *Log) rotateLocked() error {
 		return l.err
 	}
 	w, err := segFormat.Resume(f, framelog.Tail{}, l.noSync)
+	if err == nil && l.onSync != nil {
+		w.ObserveSyncs(l.onSync)
+	}
 	if err != nil {
 		l.err = fmt.Errorf("receipt log: new segment: %w", err)
 		return l.err

@@ -2,26 +2,30 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
-	"meshd/agent"
-	"meshd/engine"
+	"github.com/pelletier/go-toml/v2"
+
+	"meshd/agent/api/client"
+	"meshd/agent/config"
+	"meshd/agent/node"
+	"meshd/drivers"
+	"meshd/rapl"
 	"meshd/shunt"
 	"meshd/steward"
-	"meshd/wire"
 )
 
 type demoRequest struct {
 	prompt  string
 	max     uint32
-	floor   wire.Fidelity
+	floor   uint8
 	ceiling uint64
 }
 
@@ -29,13 +33,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return runDemoWith(ctx, args, stdout, stderr, meterHooks{})
 }
 
-// runDemoWith is runDemo with hooks on its meter, so that a test can drive
-// the sensor step by step; the zero hooks change nothing.
+// runDemoWith is `meshd demo`: it writes a configuration, starts the
+// daemon on it (the same code as `meshd serve`), serves through the HTTP
+// API — mesh/1 serves, an OpenAI completion, a chat, a streamed chat —
+// prints the receipts, stops the daemon cleanly and verifies the chain it
+// left. hooks let a test drive the meter step by step; the zero hooks
+// change nothing.
 func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, hooks meterHooks) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", "", "directory for the key, receipt log and demo model (default: a new temporary directory)")
-	meterSpec := fs.String("meter", "", "meter the engines with a power sensor (see `meshd demo -h`); default none: Estimator figures")
+	dir := fs.String("dir", "", "directory for the config, key, receipt log and demo model (default: a new temporary directory)")
+	meterSpec := fs.String("meter", "", "meter the engines with a power sensor (see `meshd demo -h`); default: RAPL package-0 if readable, else none (Estimator figures)")
 	hwmonRoot := fs.String("hwmon-root", "", "sysfs hwmon root for hwmon: meters (default /sys/class/hwmon)")
 	noGGUF := fs.Bool("no-gguf", false, "serve with the reference engines only (skip the GGUF engine subprocess)")
 	shared := fs.Bool("shared-meter", false, "let serves overlap on the meter's span, each charged its apportioned share (ModelBased); default: one metered serve at a time")
@@ -55,138 +63,218 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 		}
 		*dir = d
 	}
-	keyPath := filepath.Join(*dir, "steward.key")
-	logPath := filepath.Join(*dir, "receipts")
-	key, err := steward.LoadKeyFile(keyPath)
-	if errors.Is(err, os.ErrNotExist) {
-		if key, err = steward.GenerateKey(rand.Reader); err == nil {
-			err = steward.WriteKeyFile(keyPath, key)
-		}
-	}
+	cfg, meterNote, err := demoConfig(ctx, *dir, *meterSpec, *hwmonRoot, *noGGUF, stdout)
 	if err != nil {
 		return err
 	}
-	log, rep, err := steward.OpenLog(ctx, logPath, steward.LogOptions{Key: key})
+	cfg.Metering.Shared = *shared
+	if *requireMeter {
+		cfg.Metering.OnMeterFailure = "refuse"
+	}
+	path := filepath.Join(*dir, "meshd.toml")
+	data, err := toml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("demo: writing the config: %w", err)
+	}
+	header := "# Written by `meshd demo`; run the same daemon with: meshd serve -config " + path + "\n"
+	if err := os.WriteFile(path, append([]byte(header), data...), 0o600); err != nil {
+		return err
+	}
+	logPath := filepath.Join(*dir, "meshd.log")
+	logFile, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
-	defer log.Close()
-	if rep.TornBytes > 0 {
-		fmt.Fprintf(stdout, "recovered: cut a torn final frame of %d bytes\n", rep.TornBytes)
-	}
-	st := steward.New(key, log, steward.Options{})
+	defer logFile.Close()
 
-	var meter agent.Meter
-	if *meterSpec != "" {
-		policy := shunt.Exclusive
-		if *shared {
-			policy = shunt.Shared
-		}
-		sp, closeMeters, err := openSpan(ctx, *meterSpec, *hwmonRoot, policy, hooks)
-		if err != nil {
-			return err
-		}
-		defer closeMeters()
-		meter = hooks.wrapMeter(agent.FromSpan(sp))
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	started := make(chan *daemon, 1)
+	done := make(chan error, 1)
+	sh := serveHooks{
+		getenv:  func(string) string { return "" },
+		started: func(d *daemon) { started <- d },
+		opts: node.Options{
+			OpenSensor: func(ctx context.Context, m config.Meter) (drivers.Sensor, error) {
+				s, err := node.OpenSensor(ctx, m, hooks.clock)
+				if err == nil && hooks.sensor != nil {
+					s = hooks.sensor(s)
+				}
+				return s, err
+			},
+			MeterConfig: shunt.MeterConfig{Config: shunt.Config{Now: hooks.now}, After: hooks.after, Logger: hooks.logger},
+			WrapMeter:   hooks.meter,
+		},
 	}
-	var backends []engine.Backend
-	for _, c := range []engine.ReferenceConfig{
-		{Name: "ref-tiny", Fidelity: wire.F1, UJPerToken: 40, Work: 8},
-		{Name: "ref-mid", Fidelity: wire.F3, UJPerToken: 300, Work: 64},
-		{Name: "ref-large", Fidelity: wire.F4, UJPerToken: 2500, Work: 512},
-	} {
-		b, err := engine.NewReference(c)
-		if err != nil {
-			return err
-		}
-		backends = append(backends, b)
+	go func() { done <- runServeWith(dctx, []string{"-config", path}, logFile, sh) }()
+	var d *daemon
+	select {
+	case d = <-started:
+	case err := <-done:
+		return fmt.Errorf("demo: the daemon did not start (log: %s): %w", logPath, err)
 	}
-	if !*noGGUF {
-		g, err := startDemoGGUF(ctx, *dir, stdout)
-		if err != nil {
-			return err
-		}
-		if g != nil {
-			defer g.Stop(context.WithoutCancel(ctx))
-			// Registered second: it is the F2 backend the router prefers
-			// over ref-mid when F2 is enough.
-			backends = append(backends[:1], append([]engine.Backend{g}, backends[1:]...)...)
-		}
-	}
-	ag, err := agent.New(agent.Config{Backends: backends, Steward: st, Meter: meter, RequireMeter: *requireMeter, Logger: hooks.logger})
+	c, err := client.New(d.addrs[0].String())
 	if err != nil {
 		return err
 	}
-
-	fmt.Fprintf(stdout, "meshd demo: steward %s\nlog %s\n", key.ID(), logPath)
-	if meter == nil {
-		fmt.Fprint(stdout, "no hardware meter configured: every figure is an honest Estimator\n\n")
-	} else {
-		fmt.Fprintf(stdout, "metering every engine call with %s\n\n", meter.Name())
+	head, err := c.Head(ctx)
+	if err != nil {
+		return err
 	}
+	fmt.Fprintf(stdout, "meshd demo: daemon on http://%s (config %s, log %s)\nsteward %s; receipts in %s\n",
+		d.addrs[0], path, logPath, head.Steward, cfg.ReceiptsDir())
+	fmt.Fprint(stdout, meterNote)
+
 	reqs := []demoRequest{
-		{"what is a joule", 16, wire.F0, 10_000},
-		{"summarise the shunt datasheet in one line", 32, wire.F2, 50_000},
-		{"prove the receipt chain is tamper evident", 48, wire.F3, 500_000},
-		{"an F2 answer from a real model", 24, wire.F2, 100_000},
-		{"the same question, but F2 with a tight ceiling", 64, wire.F2, 5_000},
-		{"a frontier answer, paid in full", 16, wire.F4, 200_000},
-		{"a frontier answer on a shoestring", 64, wire.F4, 5_000},
+		{"what is a joule", 16, 0, 10_000},
+		{"summarise the shunt datasheet in one line", 32, 2, 50_000},
+		{"prove the receipt chain is tamper evident", 48, 3, 500_000},
+		{"an F2 answer from a real model", 24, 2, 100_000},
+		{"the same question, but F2 with a tight ceiling", 64, 2, 5_000},
+		{"a frontier answer, paid in full", 16, 4, 200_000},
+		{"a frontier answer on a shoestring", 64, 4, 5_000},
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tfloor\tceiling µJ\tbackend\ttokens in/out/acc\tµJ/accepted token\tprovenance\tserve/window ms\t± µJ\troute")
+	fmt.Fprintln(tw, "#\tcall\tfloor\tceiling µJ\tbackend\ttokens in/out/acc\tµJ/accepted token\tprovenance\tserve/window ms\t± µJ\troute")
 	served, refused := 0, 0
-	for i, r := range reqs {
-		req := wire.ServeRequest{
-			PromptHash:     wire.ContentOf([]byte(r.prompt)),
-			PromptTokens:   uint32(len(r.prompt)/4 + 1),
-			MaxTokens:      r.max,
-			FidelityFloor:  r.floor,
-			JouleCeilingUJ: r.ceiling,
+	row := func(i int, call string, floor uint8, ceiling uint64, s *client.Served) {
+		rc := s.Receipt.Receipt
+		per, bound := "-", "-" // an Estimator figure is a bound in itself, not a measurement
+		if rc.UJPerAcceptedToken != nil {
+			per = fmt.Sprint(*rc.UJPerAcceptedToken)
 		}
-		resp, err := ag.Serve(ctx, req, []byte(r.prompt))
-		if errors.Is(err, agent.ErrNoRoute) {
+		if rc.ErrorUJ != nil {
+			bound = fmt.Sprint(*rc.ErrorUJ)
+		}
+		window := float64(*rc.WindowNs)
+		serve := window
+		if rc.ServeNs != nil {
+			serve = float64(*rc.ServeNs)
+		}
+		fmt.Fprintf(tw, "%d\t%s\tF%d\t%d\t%s\t%d/%d/%d\t%s\t%s\t%.2f/%.2f\t%s\t%s\n", i, call, floor, ceiling, rc.Backend,
+			rc.TokensIn, rc.TokensOut, rc.TokensAccepted, per, rc.EnergyProvenance, serve/1e6, window/1e6, bound, rc.Route)
+	}
+	for i, r := range reqs {
+		floor := r.floor
+		s, err := c.Serve(ctx, client.ServeRequest{Prompt: r.prompt, MaxTokens: r.max, FidelityFloor: &floor, JouleCeilingUJ: r.ceiling})
+		var ae *client.Error
+		if errors.As(err, &ae) && ae.Code == "no_route" {
 			refused++
-			fmt.Fprintf(tw, "%d\t%v\t%d\t-\t-\t-\t-\t-\t-\trefused: %s\n", i, r.floor, r.ceiling, noRouteReason(err))
+			fmt.Fprintf(tw, "%d\tserve\tF%d\t%d\t-\t-\t-\t-\t-\t-\trefused: %s\n", i, r.floor, r.ceiling, ae.Route)
 			continue
 		}
 		if err != nil {
 			return err
 		}
 		served++
-		rc := resp.Sealed.Receipt
-		per := "-"
-		if rc.UJPerAcceptedToken != nil {
-			per = fmt.Sprint(*rc.UJPerAcceptedToken)
-		}
-		bound := "-" // an Estimator figure is a bound in itself, not a measurement
-		if rc.ErrorUJ != nil {
-			bound = fmt.Sprint(*rc.ErrorUJ)
-		}
-		serve := float64(*rc.WindowNs)
-		if rc.ServeNs != nil {
-			serve = float64(*rc.ServeNs)
-		}
-		fmt.Fprintf(tw, "%d\t%v\t%d\t%s\t%d/%d/%d\t%s\t%s\t%.2f/%.2f\t%s\t%s\n", i, r.floor, r.ceiling, rc.Backend,
-			rc.TokensIn, rc.TokensOut, rc.TokensAccepted, per, rc.EnergyProvenance, serve/1e6, float64(*rc.WindowNs)/1e6, bound, rc.Route)
+		row(i, "serve", r.floor, r.ceiling, s)
 	}
+	// The OpenAI-shaped calls any client library speaks; the defaults of
+	// the config fill in the floor and ceiling such clients do not send.
+	i := len(reqs)
+	s, err := c.Completion(ctx, "the meter reads", nil, 12, client.Extra{}, nil)
+	if err != nil {
+		return fmt.Errorf("demo: completion: %w", err)
+	}
+	served++
+	row(i, "completion", uint8(cfg.Defaults.FidelityFloor), cfg.Defaults.JouleCeilingUJ, s)
+	// The chat asks for F2, which the GGUF engine serves when it runs: it
+	// renders the messages with the model's own chat template.
+	f2 := uint8(2)
+	chatX := client.Extra{FidelityFloor: &f2}
+	msgs := []client.Message{{Role: "system", Content: "answer in one line"}, {Role: "user", Content: "what does a steward seal?"}}
+	if s, err = c.Completion(ctx, "", msgs, 12, chatX, nil); err != nil {
+		return fmt.Errorf("demo: chat: %w", err)
+	}
+	served++
+	row(i+1, "chat", f2, cfg.Defaults.JouleCeilingUJ, s)
+	var streamed strings.Builder
+	pieces := 0
+	if s, err = c.Completion(ctx, "", msgs, 12, chatX, func(p string) { pieces++; streamed.WriteString(p) }); err != nil {
+		return fmt.Errorf("demo: streamed chat: %w", err)
+	}
+	served++
+	row(i+2, "chat (streamed)", f2, cfg.Defaults.JouleCeilingUJ, s)
 	tw.Flush()
-	if err := log.Close(); err != nil {
+	fmt.Fprintf(stdout, "\nstreamed chat: %d pieces, %q; its receipt %s came as the last event\n", pieces, streamed.String(), s.Receipt.ID)
+
+	stop()
+	if err := <-done; err != nil {
+		return fmt.Errorf("demo: the daemon did not stop cleanly (log: %s): %w", logPath, err)
+	}
+	fmt.Fprintln(stdout, "daemon stopped cleanly: in-flight serves drained, log synced, engines stopped")
+	trusted, err := steward.ParsePublicKey(head.Steward)
+	if err != nil {
 		return err
 	}
-	vr, err := steward.VerifyLog(ctx, logPath, steward.VerifyOptions{Trusted: key.Public()})
+	vr, err := steward.VerifyLog(ctx, cfg.ReceiptsDir(), steward.VerifyOptions{Trusted: trusted})
 	if err != nil {
 		return fmt.Errorf("demo: the log it just wrote does not verify: %w", err)
 	}
-	fmt.Fprintf(stdout, "\nserved %d, refused %d; log verified: %d receipts, every signature and prev link checks, head %s\n",
+	fmt.Fprintf(stdout, "served %d, refused %d; log verified: %d receipts, every signature and prev link checks, head %s\n",
 		served, refused, vr.Records, vr.Head)
 	return nil
 }
 
-func noRouteReason(err error) string {
-	var se *agent.ServeError
-	if errors.As(err, &se) {
-		return se.Decision.Justification
+// demoConfig is the demo's configuration: three reference backends, the
+// GGUF engine on a synthesised model when its runner is installed, and the
+// meter the spec names, or RAPL's package zone when it is readable, or
+// none. It also returns a line saying how the serves are metered.
+func demoConfig(ctx context.Context, dir, spec, hwmonRoot string, noGGUF bool, stdout io.Writer) (*config.Config, string, error) {
+	cfg, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n[listen]\ntcp = [\"127.0.0.1:0\"]\n[metering]\non_meter_failure = \"estimate\"\n"+
+		"[[backend]]\nname = \"ref-tiny\"\nkind = \"reference\"\nfidelity = 1\nuj_per_token = 40\nwork = 8\n", dir)), "demo")
+	if err != nil {
+		return nil, "", err
 	}
-	return err.Error()
+	cfg.Steward.KeyFile = ""
+	backends := []config.Backend{cfg.Backends[0]}
+	if !noGGUF {
+		g, err := demoGGUF(dir, stdout)
+		if err != nil {
+			return nil, "", err
+		}
+		if g != nil {
+			// Registered second: it is the F2 backend the router prefers
+			// over ref-mid when F2 is enough.
+			backends = append(backends, *g)
+		}
+	}
+	backends = append(backends,
+		config.Backend{Name: "ref-mid", Kind: "reference", Fidelity: 3, UJPerToken: 300, Work: 64},
+		config.Backend{Name: "ref-large", Kind: "reference", Fidelity: 4, UJPerToken: 2500, Work: 512})
+	cfg.Backends = backends
+	note := "no hardware meter found or configured: every figure is an honest Estimator\n\n"
+	switch {
+	case spec != "":
+		ms, err := metersFromSpec(spec, hwmonRoot)
+		if err != nil {
+			return nil, "", err
+		}
+		cfg.Meters = ms
+		note = fmt.Sprintf("metering every engine call with %s\n\n", strings.Join(meterNames(spec), "+"))
+	default:
+		if s, err := rapl.Open("package-0", rapl.Config{}); err == nil {
+			s.Close()
+			cfg.Meters = []config.Meter{{Name: "rapl", Driver: "rapl", Zone: "package-0"}}
+			note = "metering every engine call with RAPL package-0 (ModelBased: RAPL is the CPU's own energy model)\n\n"
+		}
+	}
+	var names []string
+	for _, m := range cfg.Meters {
+		names = append(names, m.Name)
+	}
+	for i := range cfg.Backends {
+		cfg.Backends[i].Meters = names
+	}
+	return cfg, note, nil
+}
+
+// meterNames are the sensors' names a spec gives, as receipts carry them.
+func meterNames(spec string) []string {
+	var out []string
+	for _, one := range strings.Split(spec, "+") {
+		name, _, _ := strings.Cut(one, "@")
+		out = append(out, name)
+	}
+	return out
 }

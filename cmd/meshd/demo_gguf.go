@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,19 +8,24 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"meshd/agent/config"
 	"meshd/engine/runner/gguf"
 	"meshd/engine/subprocess"
-	"meshd/wire"
 )
 
 // demoShape is small enough to synthesise and load in a second, large
 // enough that every token is real model arithmetic.
 var demoShape = gguf.Shape{Layers: 4, Dim: 256, Heads: 4, KVHeads: 2, FF: 512, Vocab: 512, Ctx: 512, Type: gguf.Q8_0}
 
-// startDemoGGUF synthesises a model (once per demo directory) and starts
-// mesh-gguf on it as a supervised subprocess. It returns nil, nil when the
-// runner is not installed, saying so, so the demo still runs from `go run`.
-func startDemoGGUF(ctx context.Context, dir string, stdout io.Writer) (*subprocess.Engine, error) {
+// demoChatTemplate is the synthetic model's chat template (ChatML, as
+// Qwen and SmolLM use): a synthesised GGUF carries none, and a real model's
+// own template is what the engine renders in production.
+const demoChatTemplate = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+
+// demoGGUF synthesises a model (once per demo directory) and returns the
+// backend that runs mesh-gguf on it. It returns nil, nil when the runner
+// is not installed, saying so, so the demo still runs from `go run`.
+func demoGGUF(dir string, stdout io.Writer) (*config.Backend, error) {
 	runner, err := findRunner()
 	if err != nil {
 		fmt.Fprintf(stdout, "note: %v; serving without the GGUF engine (`make demo` builds it)\n", err)
@@ -33,22 +37,8 @@ func startDemoGGUF(ctx context.Context, dir string, stdout io.Writer) (*subproce
 			return nil, err
 		}
 	}
-	e, err := subprocess.New(ctx, subprocess.Config{
-		Name:        "gguf-synth",
-		Runner:      runner,
-		Model:       model,
-		ContextSize: 512,
-		Fidelity:    wire.F2,
-		UJPerToken:  120,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := e.Start(ctx); err != nil {
-		return nil, fmt.Errorf("demo: start the GGUF engine: %w", err)
-	}
-	fmt.Fprintf(stdout, "GGUF engine: mesh-gguf pid %d on %s (%s)\n", e.PID(), filepath.Base(model), e.Recipe())
-	return e, nil
+	return &config.Backend{Name: "gguf-synth", Kind: "mesh-gguf", Runner: runner, Model: model, Context: 512,
+		Fidelity: 2, UJPerToken: 120, ExtraArgs: []string{"--chat-template", demoChatTemplate}}, nil
 }
 
 func findRunner() (string, error) {

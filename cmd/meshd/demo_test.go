@@ -25,7 +25,7 @@ func TestDemoRunsEndToEnd(t *testing.T) {
 		t.Fatalf("demo failed: %v\n%s%s", err, out.String(), errb.String())
 	}
 	s := out.String()
-	for _, want := range []string{"ref-tiny", "ref-mid", "ref-large", "refused: none of 3 backends admissible", "Estimator", "served 5, refused 2", "log verified: 5 receipts"} {
+	for _, want := range []string{"ref-tiny", "ref-mid", "ref-large", "refused: none of 3 backends admissible", "Estimator", "served 8, refused 2", "log verified: 8 receipts", "chat (streamed)", "daemon stopped cleanly"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, s)
 		}
@@ -39,7 +39,7 @@ func TestDemoRunsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := steward.VerifyLog(context.Background(), filepath.Join(dir, "receipts"), steward.VerifyOptions{})
-	if err != nil || rep.Records != 10 {
+	if err != nil || rep.Records != 16 {
 		t.Fatalf("demo log after two runs: %v %+v", err, rep)
 	}
 }
@@ -198,7 +198,7 @@ func TestDemoWithHwmonMeter(t *testing.T) {
 		}
 		return nil
 	}})
-	if err != nil || n != 5 {
+	if err != nil || n != 8 {
 		t.Fatalf("log: %v, %d receipts", err, n)
 	}
 	if err := run(context.Background(), []string{"demo", "-no-gguf", "-dir", t.TempDir(), "-meter", "hwmon:nope", "-hwmon-root", root}, &out, &errb); err == nil || !strings.Contains(err.Error(), `no hwmon rail "nope"`) {

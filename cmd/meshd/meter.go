@@ -1,27 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"periph.io/x/conn/v3/i2c/i2creg"
-	"periph.io/x/conn/v3/physic"
-	"periph.io/x/host/v3"
-
 	"meshd/agent"
+	"meshd/agent/config"
 	"meshd/drivers"
-	"meshd/drivers/hwmon"
-	"meshd/drivers/ina219"
-	"meshd/drivers/ina226"
-	"meshd/drivers/nvml"
-	"meshd/drivers/serialmeter"
-	"meshd/rapl"
-	"meshd/shunt"
 )
 
 const meterUsage = `meter spec: one meter, or several joined by + into a span whose figure is
@@ -49,140 +37,71 @@ type meterHooks struct {
 	clock  drivers.Clock // the drivers' clock; nil is the system's
 }
 
-func (h meterHooks) wrapMeter(m agent.Meter) agent.Meter {
-	if h.meter == nil {
-		return m
-	}
-	return h.meter(m)
-}
-
-// openSpan opens every meter a spec names (joined by +) and groups them
-// into one span, waiting until each delivers.
-func openSpan(ctx context.Context, spec, hwmonRoot string, policy shunt.Policy, hooks meterHooks) (*shunt.Span, func(), error) {
-	var meters []*shunt.Meter
-	closeAll := func() {
-		for _, m := range meters {
-			m.Close()
-		}
-	}
-	var members []shunt.Member
-	for _, one := range strings.Split(spec, "+") {
-		m, err := openMeter(ctx, one, hwmonRoot, hooks)
+// metersFromSpec turns a -meter spec into [[meter]] tables, named m0, m1,
+// … in spec order.
+func metersFromSpec(spec, hwmonRoot string) ([]config.Meter, error) {
+	var out []config.Meter
+	for i, one := range strings.Split(spec, "+") {
+		m, err := meterFromSpec(one, hwmonRoot)
 		if err != nil {
-			closeAll()
-			return nil, nil, err
+			return nil, fmt.Errorf("meter %q: %w", one, err)
 		}
-		meters = append(meters, m)
-		members = append(members, m)
+		m.Name = fmt.Sprintf("m%d", i)
+		out = append(out, m)
 	}
-	s, err := shunt.NewSpan(members, shunt.SpanConfig{Policy: policy})
-	if err != nil {
-		closeAll()
-		return nil, nil, fmt.Errorf("meter %q: %w", spec, err)
-	}
-	return s, closeAll, nil
+	return out, nil
 }
 
-// openMeter opens the sensor a spec names and starts its sampler.
-func openMeter(ctx context.Context, spec, hwmonRoot string, hooks meterHooks) (*shunt.Meter, error) {
-	s, err := openSensor(ctx, spec, hwmonRoot, hooks.clock)
-	if err != nil {
-		return nil, fmt.Errorf("meter %q: %w", spec, err)
-	}
-	if hooks.sensor != nil {
-		s = hooks.sensor(s)
-	}
-	m, err := shunt.New(ctx, s, shunt.MeterConfig{Config: shunt.Config{Now: hooks.now}, Logger: hooks.logger, After: hooks.after})
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("meter %q: %w", spec, err)
-	}
-	// Serve nothing until the meter can measure a window: a sensor that
-	// never delivers is a fault to report, not a reason to seal Estimator
-	// receipts in silence.
-	rctx, cancel := context.WithTimeout(ctx, max(2*time.Second, 4*m.Info().MaxPeriod))
-	defer cancel()
-	if err := m.Ready(rctx); err != nil {
-		m.Close()
-		return nil, fmt.Errorf("meter %q: %w", spec, err)
-	}
-	return m, nil
-}
-
-func openSensor(ctx context.Context, spec, hwmonRoot string, clock drivers.Clock) (drivers.Sensor, error) {
+func meterFromSpec(spec, hwmonRoot string) (config.Meter, error) {
 	kind, rest, _ := strings.Cut(spec, ":")
+	m := config.Meter{Driver: kind}
 	switch kind {
 	case "ina226", "ina219":
 		f := strings.Split(rest, ":")
 		if len(f) != 4 {
-			return nil, fmt.Errorf("want %s:BUS:ADDR:SHUNT_UOHM:MAX_UA", kind)
+			return m, fmt.Errorf("want %s:BUS:ADDR:SHUNT_UOHM:MAX_UA", kind)
 		}
 		addr, err := strconv.ParseUint(f[1], 0, 16)
 		if err != nil || addr < 0x40 || addr > 0x4f {
-			return nil, fmt.Errorf("address %q: want 0x40..0x4f", f[1])
+			return m, fmt.Errorf("address %q: want 0x40..0x4f", f[1])
 		}
 		shuntUOhm, err1 := strconv.ParseInt(f[2], 10, 64)
 		maxUA, err2 := strconv.ParseInt(f[3], 10, 64)
 		if err1 != nil || err2 != nil || shuntUOhm <= 0 || maxUA <= 0 {
-			return nil, fmt.Errorf("shunt resistance (µΩ) and maximum current (µA) must be positive integers")
+			return m, fmt.Errorf("shunt resistance (µΩ) and maximum current (µA) must be positive integers")
 		}
-		if _, err := host.Init(); err != nil {
-			return nil, fmt.Errorf("init I2C host drivers: %w", err)
-		}
-		bus, err := i2creg.Open(f[0])
-		if err != nil {
-			return nil, fmt.Errorf("open I2C bus %q: %w", f[0], err)
-		}
-		var s drivers.Sensor
-		if kind == "ina226" {
-			s, err = ina226.Open(bus, uint16(addr), ina226.Config{ShuntMicroOhms: shuntUOhm, MaxCurrentUA: maxUA, Clock: clock})
-		} else {
-			s, err = ina219.Open(bus, uint16(addr), ina219.Config{ShuntMicroOhms: shuntUOhm, MaxCurrentUA: maxUA, Clock: clock})
-		}
-		if err != nil {
-			bus.Close()
-			return nil, err
-		}
-		return s, nil
+		m.Bus, m.Address, m.ShuntUOhm, m.MaxCurrentA, m.Preset = f[0], int(addr), shuntUOhm, float64(maxUA)/1e6, "precise"
 	case "hwmon":
-		opts := hwmon.Options{Clock: clock}
+		m.Rail, m.HwmonRoot = rest, hwmonRoot
+		if m.HwmonRoot == "" {
+			m.HwmonRoot = "/sys/class/hwmon"
+		}
 		if name, shunt, ok := strings.Cut(rest, "@"); ok {
 			v, err := strconv.ParseInt(shunt, 10, 64)
 			if err != nil || v <= 0 {
-				return nil, fmt.Errorf("shunt resistance %q: want a positive integer of µΩ", shunt)
+				return m, fmt.Errorf("shunt resistance %q: want a positive integer of µΩ", shunt)
 			}
-			rest, opts.ShuntMicroOhms = name, v
+			m.Rail, m.ShuntUOhm = name, v
 		}
-		rails, err := hwmon.Discover(hwmonRoot)
-		if err != nil {
-			return nil, err
-		}
-		var names []string
-		for _, r := range rails {
-			bare := fmt.Sprintf("%s/%s:%d", filepath.Base(r.Dir), r.Chip, r.Channel)
-			if r.Label == rest || r.String() == rest || bare == rest {
-				return hwmon.Open(r, opts)
-			}
-			names = append(names, r.String())
-		}
-		return nil, fmt.Errorf("no hwmon rail %q (found: %s)", rest, strings.Join(names, ", "))
 	case "rapl":
-		return rapl.Open(rest, rapl.Config{Clock: clock})
+		m.Zone, m.PowercapRoot = rest, "/sys/class/powercap"
 	case "nvml":
 		i, err := strconv.Atoi(rest)
 		if err != nil || i < 0 {
-			return nil, fmt.Errorf("GPU index %q: want a non-negative integer", rest)
+			return m, fmt.Errorf("GPU index %q: want a non-negative integer", rest)
 		}
-		return nvml.Open(i, nvml.Config{Clock: clock})
+		m.GPU = i
 	case "um":
-		return serialmeter.OpenUM(ctx, serialmeter.UMConfig{Path: rest, Clock: clock})
+		m.Device = rest
 	case "line":
 		path, mw, ok := strings.Cut(rest, "@")
 		v, err := strconv.ParseInt(mw, 10, 64)
 		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("line meter %q: want line:DEVICE@MAX_MW, the meter's full scale in mW", rest)
+			return m, fmt.Errorf("line meter %q: want line:DEVICE@MAX_MW, the meter's full scale in mW", rest)
 		}
-		return serialmeter.OpenLine(serialmeter.LineConfig{Path: path, MaxPower: physic.Power(v) * physic.MilliWatt, Clock: clock})
+		m.Device, m.MaxMW = path, v
+	default:
+		return m, fmt.Errorf("unknown meter kind %q\n%s", kind, meterUsage)
 	}
-	return nil, fmt.Errorf("unknown meter kind %q\n%s", kind, meterUsage)
+	return m, nil
 }

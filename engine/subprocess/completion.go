@@ -18,6 +18,7 @@ type completionRequest struct {
 	Temperature  float64 `json:"temperature"`
 	Seed         uint32  `json:"seed"`
 	ReturnTokens bool    `json:"return_tokens"`
+	Stream       bool    `json:"stream,omitempty"`
 }
 
 // count is an optional JSON integer. It is decoded from json.Number so that

@@ -91,6 +91,32 @@
 // ErrCrashed that carries the exit status and the child's last output; no
 // outcome is returned, and the supervisor restarts the child.
 //
+// # Streaming and chat (engine.OptionBackend)
+//
+// ServeWith with Options.Emit posts the same /completion with "stream":
+// true and reads llama-server's server-sent events ("data: <json>\n\n").
+// Each partial event's content is emitted as it arrives; the final event
+// (stop true) is mapped by the same rules as a non-streamed response, and
+// must agree with the stream: its content is empty (llama-server sends it
+// in the partial events only), and when the partial events count tokens
+// (their token lists, or their running tokens_predicted) tokens_predicted
+// equals the count streamed. A malformed stream, an event over its bound
+// (1 MiB plus six bytes per prompt byte, for the prompt the final event
+// echoes) or a stream over 64 MiB is ErrBadResponse; an error event fails
+// the serve; the child dying mid-stream is ErrCrashed. An Emit error
+// closes the response body, dropping the connection, which cancels the
+// generation in the child, and is returned wrapped.
+//
+// With Options.Chat the prompt is the JSON messages engine.ParseChat
+// accepts (they are what prompt_hash addresses). They are rendered by the
+// child with the model's own template, POST /apply-template
+// {"messages": [...]} → {"prompt": "..."}, and the rendered prompt is
+// served as above, so tokens_in is the engine's count of the rendered
+// prompt. /apply-template answering 501 (mesh-gguf on a model without a
+// chat template) or 404 (a llama-server build without the endpoint) is
+// engine.ErrNoChat; 400 (the template refused the conversation) is
+// wire.ErrBadRequest.
+//
 // # Recipe
 //
 // The backend's recipe is package recipe's string for the model file, the

@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"meshd/engine"
 	"meshd/engine/runner/gguf"
 	"meshd/wire"
 )
@@ -24,16 +26,9 @@ import (
 // It is skipped only when the runner's source is not in this tree (a
 // checkout without cmd/mesh-gguf); a runner that fails to build fails it.
 func TestEndToEndMeshGGUF(t *testing.T) {
-	src := filepath.Join("..", "..", "cmd", "mesh-gguf")
-	if m, _ := filepath.Glob(filepath.Join(src, "*.go")); len(m) == 0 {
-		t.Skipf("runner source %s is absent", src)
-	}
+	bin := meshGGUF(t)
 	noLeaks(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "mesh-gguf")
-	if out, err := exec.Command("go", "build", "-o", bin, "meshd/cmd/mesh-gguf").CombinedOutput(); err != nil {
-		t.Fatalf("building mesh-gguf: %v\n%s", err, out)
-	}
 	model := filepath.Join(dir, "tiny.gguf")
 	f, err := os.Create(model)
 	if err != nil {
@@ -213,4 +208,129 @@ func complete(t *testing.T, ctx context.Context, base, prompt string, n int) dir
 	var r directCompletion
 	post(t, ctx, base+"/completion", map[string]any{"prompt": prompt, "n_predict": n, "temperature": 0, "cache_prompt": true}, &r)
 	return r
+}
+
+var meshGGUFBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+	out  []byte
+}
+
+// meshGGUF builds the built-in runner once for the package's tests (next
+// to the fake engine, removed by TestMain). It skips the test only when the
+// runner's source is not in this tree; a runner that fails to build fails
+// it.
+func meshGGUF(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "cmd", "mesh-gguf")
+	if m, _ := filepath.Glob(filepath.Join(src, "*.go")); len(m) == 0 {
+		t.Skipf("runner source %s is absent", src)
+	}
+	b := &meshGGUFBuild
+	b.once.Do(func() {
+		b.bin = filepath.Join(filepath.Dir(fakeBin), "mesh-gguf")
+		b.out, b.err = exec.Command("go", "build", "-o", b.bin, "meshd/cmd/mesh-gguf").CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("building mesh-gguf: %v\n%s", b.err, b.out)
+	}
+	return b.bin
+}
+
+// TestEndToEndMeshGGUFStreamAndChat streams and renders chat through the
+// real built-in runner: the stream's pieces make the plain answer, a chat
+// is rendered by the runner's own template (given on its command line,
+// the synthetic model has none) and counted by the runner's tokenizer, and
+// a runner whose model has no template refuses chat with ErrNoChat.
+func TestEndToEndMeshGGUFStreamAndChat(t *testing.T) {
+	bin := meshGGUF(t)
+	noLeaks(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny.gguf")
+	f, err := os.Create(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := gguf.Shape{Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FF: 128, Vocab: 320, Ctx: 256, Type: gguf.F32}
+	if err := gguf.Synth(f, shape, 11); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Runner: bin, Model: model, ContextSize: 256, Threads: 1,
+		Fidelity: wire.F0, UJPerToken: 50,
+		HealthTimeout: 30 * time.Second, HealthInterval: 20 * time.Millisecond,
+		StopGrace: 5 * time.Second, RestartBackoff: 50 * time.Millisecond, MaxRestartBackoff: time.Second,
+	}
+	const tpl = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+	withTpl := cfg
+	withTpl.ExtraArgs = []string{"--chat-template", tpl}
+	e := startEngine(t, withTpl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// Streaming: the pieces make the answer a plain serve gives.
+	req, p := request("the quick brown fox", 12)
+	plain, err := e.Serve(ctx, req, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pieces [][]byte
+	streamed, err := e.ServeWith(ctx, req, p, collect(&pieces, 0, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if streamed.Outcome != plain.Outcome || !bytes.Equal(streamed.Output, plain.Output) ||
+		!bytes.Equal(bytes.Join(pieces, nil), plain.Output) || plain.Outcome.TokensOut == 0 {
+		t.Fatalf("streamed %+v %q (pieces %q), plain %+v %q", streamed.Outcome, streamed.Output, pieces, plain.Outcome, plain.Output)
+	}
+	t.Logf("streamed %d tokens in %d pieces: %q", streamed.Outcome.TokensOut, len(pieces), pieces)
+
+	// Chat, plain and streamed: rendered by the runner's template, with
+	// tokens_in the runner's count of the rendered prompt.
+	msgs := `[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]`
+	rendered := "<|system|>be brief\n<|user|>hello\n<|assistant|>"
+	creq, cp := request(msgs, 8)
+	chat, err := e.ServeWith(ctx, creq, cp, engine.Options{Chat: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chatPieces [][]byte
+	chatStreamed, err := e.ServeWith(ctx, creq, cp, engine.Options{Chat: true, Emit: collect(&chatPieces, 0, nil).Emit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rreq, rp := request(rendered, 8)
+	direct, err := e.Serve(ctx, rreq, rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tokenize(t, ctx, e.cur.base, rendered)); chat.Outcome.TokensIn != uint32(n) {
+		t.Fatalf("chat tokens_in %d, the rendered prompt is %d tokens", chat.Outcome.TokensIn, n)
+	}
+	if chat.Outcome != direct.Outcome || chatStreamed.Outcome != direct.Outcome || !bytes.Equal(chat.Output, direct.Output) ||
+		!bytes.Equal(chatStreamed.Output, direct.Output) || !bytes.Equal(bytes.Join(chatPieces, nil), direct.Output) {
+		t.Fatalf("chat %+v %q, streamed chat %+v %q, rendered prompt %+v %q",
+			chat.Outcome, chat.Output, chatStreamed.Outcome, chatStreamed.Output, direct.Outcome, direct.Output)
+	}
+
+	// A client that goes away mid-stream gets its error back, and the
+	// runner serves on without a restart.
+	gone := errors.New("client went away")
+	var few [][]byte
+	if _, err := e.ServeWith(ctx, req, p, collect(&few, 1, gone)); !errors.Is(err, gone) || len(few) != 1 {
+		t.Fatalf("abandoned stream: %v after %d pieces", err, len(few))
+	}
+	if again, err := e.Serve(ctx, req, p); err != nil || again.Outcome != plain.Outcome || e.Restarts() != 0 {
+		t.Fatalf("after an abandoned stream: %+v, %v, restarts %d", again.Outcome, err, e.Restarts())
+	}
+
+	// The synthetic model itself carries no chat template.
+	bare := startEngine(t, cfg)
+	if _, err := bare.ServeWith(ctx, creq, cp, engine.Options{Chat: true}); !errors.Is(err, engine.ErrNoChat) {
+		t.Fatalf("chat on a model without a template: %v, want ErrNoChat", err)
+	}
 }

@@ -72,7 +72,10 @@ type Engine struct {
 	cancel   context.CancelFunc
 }
 
-var _ engine.Slotted = (*Engine)(nil)
+var (
+	_ engine.Slotted       = (*Engine)(nil)
+	_ engine.OptionBackend = (*Engine)(nil)
+)
 
 // New checks cfg, locates the runner and computes the recipe (hashing the
 // model files unless cfg.Recipes already knows them). It starts nothing.
@@ -326,8 +329,10 @@ func (e *Engine) supervise(in *instance) {
 				return
 			}
 			e.restarts++
+			n := e.restarts
 			e.setUpLocked(next)
 			e.mu.Unlock()
+			e.cfg.Logf("engine: restarted as pid %d (restart %d)", next.pid, n)
 			in = next
 			break
 		}
@@ -411,6 +416,17 @@ func (e *Engine) Acquire(ctx context.Context) (context.Context, func(), error) {
 // Serve implements engine.Backend: one /completion on the healthy child.
 // The prompt must be UTF-8 text whose content id is req.PromptHash.
 func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (engine.Result, error) {
+	return e.ServeWith(ctx, req, prompt, engine.Options{})
+}
+
+// ServeWith implements engine.OptionBackend. The prompt must be UTF-8
+// whose content id is req.PromptHash: the prompt text, or with opts.Chat
+// the messages (engine.ParseChat), which the child renders with the
+// model's own template (POST /apply-template) before the rendered prompt
+// runs through /completion as any other. With opts.Emit the completion is
+// streamed and each event's content is emitted as it arrives (see
+// stream.go).
+func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, error) {
 	if err := req.Validate(); err != nil {
 		return engine.Result{}, fmt.Errorf("serve: %w", err)
 	}
@@ -421,6 +437,13 @@ func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte
 		// JSON would silently replace invalid bytes, serving a prompt
 		// other than the one whose hash the receipt names.
 		return engine.Result{}, fmt.Errorf("serve: %w: the prompt is not valid UTF-8 text", wire.ErrBadRequest)
+	}
+	var msgs []engine.ChatMessage
+	if opts.Chat {
+		var err error
+		if msgs, err = engine.ParseChat(prompt); err != nil {
+			return engine.Result{}, fmt.Errorf("serve: %w", err)
+		}
 	}
 	if held, _ := ctx.Value(slotKey{}).(*Engine); held != e {
 		select {
@@ -434,38 +457,73 @@ func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte
 	if err != nil {
 		return engine.Result{}, fmt.Errorf("serve: %w", err)
 	}
-	body, err := json.Marshal(completionRequest{
-		Prompt:       string(prompt),
+	text := string(prompt)
+	if opts.Chat {
+		if text, err = e.applyTemplate(ctx, in, msgs); err != nil {
+			return engine.Result{}, err
+		}
+	}
+	creq := completionRequest{
+		Prompt:       text,
 		NPredict:     req.MaxTokens,
 		CachePrompt:  true,
 		Temperature:  e.cfg.Temperature,
 		Seed:         e.cfg.Seed,
 		ReturnTokens: true,
-	})
-	if err != nil {
-		return engine.Result{}, fmt.Errorf("serve: encoding request: %w", err)
+		Stream:       opts.Emit != nil,
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, in.base+"/completion", bytes.NewReader(body))
+	if opts.Emit != nil {
+		return e.stream(ctx, in, creq, opts.Emit)
+	}
+	return e.complete(ctx, in, creq)
+}
+
+// post sends body as JSON to path on the child. A request that gets no
+// answer is classified by serveFailed.
+func (e *Engine) post(ctx context.Context, in *instance, path string, body any) (*http.Response, error) {
+	b, err := json.Marshal(body)
 	if err != nil {
-		return engine.Result{}, fmt.Errorf("serve: %w", err)
+		return nil, fmt.Errorf("serve: encoding request: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, in.base+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := e.client.Do(hreq)
 	if err != nil {
-		return engine.Result{}, e.serveFailed(ctx, in, err)
+		return nil, e.serveFailed(ctx, in, err)
 	}
-	defer resp.Body.Close()
+	return resp, nil
+}
+
+// readBody reads a whole answer of at most maxResponse bytes.
+func (e *Engine) readBody(ctx context.Context, in *instance, resp *http.Response) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	if err != nil {
-		return engine.Result{}, e.serveFailed(ctx, in, err)
+		return nil, e.serveFailed(ctx, in, err)
 	}
 	if len(data) > maxResponse {
-		return engine.Result{}, fmt.Errorf("serve: %w: body exceeds %d bytes", ErrBadResponse, maxResponse)
+		return nil, fmt.Errorf("serve: %w: body exceeds %d bytes", ErrBadResponse, maxResponse)
+	}
+	return data, nil
+}
+
+// complete runs one non-streamed /completion.
+func (e *Engine) complete(ctx context.Context, in *instance, creq completionRequest) (engine.Result, error) {
+	resp, err := e.post(ctx, in, "/completion", creq)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	defer resp.Body.Close()
+	data, err := e.readBody(ctx, in, resp)
+	if err != nil {
+		return engine.Result{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return engine.Result{}, fmt.Errorf("serve: engine answered HTTP %d: %s", resp.StatusCode, engineError(data))
 	}
-	o, content, err := parseCompletion(data, req.MaxTokens, e.cfg.DraftModel != "")
+	o, content, err := parseCompletion(data, creq.NPredict, e.cfg.DraftModel != "")
 	if err != nil {
 		return engine.Result{}, fmt.Errorf("serve: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,16 +21,9 @@ import (
 // rows that are not whole 256-value super-blocks, so it holds
 // llama.cpp's fallback types (Q5_0, Q8_0) instead of K-quants.
 func TestEndToEndQuantTypes(t *testing.T) {
-	src := filepath.Join("..", "..", "cmd", "mesh-gguf")
-	if m, _ := filepath.Glob(filepath.Join(src, "*.go")); len(m) == 0 {
-		t.Skipf("runner source %s is absent", src)
-	}
+	bin := meshGGUF(t)
 	noLeaks(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "mesh-gguf")
-	if out, err := exec.Command("go", "build", "-o", bin, "meshd/cmd/mesh-gguf").CombinedOutput(); err != nil {
-		t.Fatalf("building mesh-gguf: %v\n%s", err, out)
-	}
 	base := gguf.Shape{Layers: 2, Dim: 256, Heads: 4, KVHeads: 2, FF: 512, Vocab: 320, Ctx: 256}
 	for _, tc := range []struct {
 		name      string

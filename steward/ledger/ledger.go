@@ -690,6 +690,18 @@ func (l *Ledger) Balance(grant wire.ContentID) (Balance, bool) {
 	return acc.balance(), true
 }
 
+// Balances returns every account the ledger holds, by grant: what the
+// budget-remaining gauges of a monitoring system read.
+func (l *Ledger) Balances() map[wire.ContentID]Balance {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[wire.ContentID]Balance, len(l.accounts))
+	for g, acc := range l.accounts {
+		out[g] = acc.balance()
+	}
+	return out
+}
+
 // Stats returns the ledger's counters.
 func (l *Ledger) Stats() Stats {
 	l.mu.Lock()

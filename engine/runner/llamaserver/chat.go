@@ -66,6 +66,63 @@ type chatUsage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
+// chatMessages reduces OpenAI messages to what a template sees, with the
+// total size of their text.
+func chatMessages(in []chatMessage) ([]roleText, int, error) {
+	if len(in) == 0 {
+		return nil, 0, badRequest(`"messages" must be a non-empty array`)
+	}
+	msgs := make([]roleText, len(in))
+	size := 0
+	for i, m := range in {
+		text, err := m.text()
+		if err != nil {
+			return nil, 0, err
+		}
+		if m.Role == "" {
+			return nil, 0, badRequest("message %d has no role", i)
+		}
+		msgs[i] = roleText{m.Role, text}
+		size += len(text)
+	}
+	return msgs, size, nil
+}
+
+// applyTemplate is llama-server's /apply-template: {"messages": [...]} is
+// rendered with the model's chat template (and the assistant's generation
+// prompt) and answered as {"prompt": "..."}, for a client to run through
+// /completion. Unlike /v1/chat/completions it does not fall back to
+// ChatML: a model without a tokenizer.chat_template (and no
+// --chat-template) answers 501 not_supported_error, so that a caller never
+// mistakes a template the model was not trained on for the model's own.
+func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) {
+	if !s.loaded(w) {
+		return
+	}
+	var req struct {
+		Messages []chatMessage `json:"messages"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if s.chatErr == nil && s.chatTpl.IsDefault() {
+		writeError(w, http.StatusNotImplemented, "not_supported_error", "the model has no chat template")
+		return
+	}
+	msgs, _, err := chatMessages(req.Messages)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	prompt, err := s.renderChat(msgs)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"prompt": prompt})
+}
+
 // chatCompletion is /v1/chat/completions: the messages are rendered with
 // the model's chat template and tokenized, both before a slot is taken.
 func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request) {
@@ -85,20 +142,10 @@ func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, badRequest("only one choice is supported (n = 1)"))
 		return
 	}
-	msgs := make([]roleText, len(req.Messages))
-	size := 0
-	for i, m := range req.Messages {
-		text, err := m.text()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		if m.Role == "" {
-			writeErr(w, badRequest("message %d has no role", i))
-			return
-		}
-		msgs[i] = roleText{m.Role, text}
-		size += len(text)
+	msgs, size, err := chatMessages(req.Messages)
+	if err != nil {
+		writeErr(w, err)
+		return
 	}
 	if s.hooks.validate != nil {
 		s.hooks.validate(r.Context(), size)

@@ -158,3 +158,65 @@ func TestChatTemplateErrors(t *testing.T) {
 		t.Errorf("completion with a bad chat template: %d", code)
 	}
 }
+
+// /apply-template renders with the model's template, exactly the prompt
+// /v1/chat/completions runs; without a template of the model's own it
+// refuses rather than fall back to ChatML.
+func TestApplyTemplate(t *testing.T) {
+	tpl := "{{ bos_token }}{% if messages[0].role == 'assistant' %}{{ raise_exception('the user speaks first') }}{% endif %}" +
+		"{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}\n{% endfor %}" +
+		"{% if add_generation_prompt %}<|assistant|>{% endif %}"
+	f, ts, m := newServerN(t, 1, 128, func(s *Server) { s.ChatTemplate = tpl })
+	acq := countAcquires(f.srv)
+	f.readyForTest(t)
+	msgs := []map[string]string{{"role": "system", "content": " be brief "}, {"role": "user", "content": "hello"}}
+	var r struct {
+		Prompt *string `json:"prompt"`
+	}
+	if code := post(t, ts.URL+"/apply-template", map[string]any{"messages": msgs}, &r); code != 200 || r.Prompt == nil {
+		t.Fatalf("apply-template: %d %+v", code, r)
+	}
+	if acq.Load() != 0 {
+		t.Errorf("/apply-template took a slot")
+	}
+	want := "<|system|>be brief\n<|user|>hello\n<|assistant|>"
+	if *r.Prompt != want {
+		t.Fatalf("prompt %q, want %q", *r.Prompt, want)
+	}
+	checkChat(t, ts.URL, msgs, *r.Prompt, len(m.Tok.Encode(want, true, true)))
+	slots := acq.Load()
+
+	for name, tc := range map[string]struct {
+		body string
+		code int
+		has  string
+	}{
+		"no messages":     {`{}`, 400, "non-empty"},
+		"empty":           {`{"messages":[]}`, 400, "non-empty"},
+		"no role":         {`{"messages":[{"content":"hi"}]}`, 400, "no role"},
+		"bad content":     {`{"messages":[{"role":"user","content":3}]}`, 400, "content"},
+		"not json":        {`{"messages":`, 400, "invalid JSON"},
+		"raise_exception": {`{"messages":[{"role":"assistant","content":"x"}]}`, 400, "the user speaks first"},
+	} {
+		code, raw := postRaw(t, ts.URL+"/apply-template", tc.body)
+		if e := decodeErr(t, raw); code != tc.code || e.Code != tc.code || !strings.Contains(e.Message, tc.has) {
+			t.Errorf("%s: %d %+v, want %d naming %q", name, code, e, tc.code, tc.has)
+		}
+	}
+	if acq.Load() != slots {
+		t.Errorf("a refused /apply-template took a slot")
+	}
+
+	f2, ts2, _ := newServerN(t, 1, 64, nil)
+	f2.readyForTest(t)
+	code, raw := postRaw(t, ts2.URL+"/apply-template", `{"messages":[{"role":"user","content":"x"}]}`)
+	if e := decodeErr(t, raw); code != 501 || e.Type != "not_supported_error" {
+		t.Errorf("no template: %d %+v", code, e)
+	}
+	f3, ts3, _ := newServerN(t, 1, 64, func(s *Server) { s.ChatTemplate = "{% for %}" })
+	f3.readyForTest(t)
+	code, raw = postRaw(t, ts3.URL+"/apply-template", `{"messages":[{"role":"user","content":"x"}]}`)
+	if e := decodeErr(t, raw); code != 500 || e.Type != "server_error" {
+		t.Errorf("bad template: %d %+v", code, e)
+	}
+}

@@ -532,6 +532,8 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := final(g)
-	out.Content = "" // sent already, as llama-server does
+	// Sent already in the partial events, as llama-server does: its final
+	// event carries neither the content nor the tokens.
+	out.Content, out.Tokens = "", []int{}
 	sse.send(out)
 }

@@ -347,7 +347,9 @@ func TestStreamingEventFormat(t *testing.T) {
 	if err := json.Unmarshal([]byte(events[len(events)-1]), &last); err != nil {
 		t.Fatal(err)
 	}
-	if !last.Stop || last.Content != "" || last.StopType != "limit" || last.TokensPredicted != 8 || last.TokensEvaluated != nPrompt ||
+	// As llama-server: the final event repeats neither content nor tokens,
+	// even with return_tokens, and carries the counts and timings.
+	if !last.Stop || last.Content != "" || last.Tokens == nil || len(last.Tokens) != 0 || last.StopType != "limit" || last.TokensPredicted != 8 || last.TokensEvaluated != nPrompt ||
 		last.Timings.PredictedN == nil || *last.Timings.PredictedN != 8 || last.Timings.PromptMS == nil {
 		t.Errorf("final event: %s", events[len(events)-1])
 	}

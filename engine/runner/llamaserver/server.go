@@ -1,6 +1,7 @@
 // Package llamaserver owns the HTTP face of the pure-Go GGUF runner: the
 // subset of llama-server's API (/health, /completion, /tokenize,
-// /detokenize, /props, /embedding, /v1/chat/completions, /v1/embeddings)
+// /detokenize, /props, /embedding, /v1/chat/completions, /apply-template,
+// /v1/embeddings)
 // with llama-server's field names, defaults, error shapes, streaming
 // format and loading behaviour, over one or more slots.
 //
@@ -141,6 +142,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /completions", s.completion)
 	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletion)
 	mux.HandleFunc("POST /chat/completions", s.chatCompletion)
+	mux.HandleFunc("POST /apply-template", s.applyTemplate)
 	mux.HandleFunc("POST /embedding", s.embedding)
 	mux.HandleFunc("POST /embeddings", s.embedding)
 	mux.HandleFunc("POST /v1/embeddings", s.embeddingOAI)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 )
 
 // ErrClosed is returned by a Writer after Close.
@@ -28,6 +29,15 @@ type Writer struct {
 	flushing                bool
 	err                     error
 	syncs                   uint64
+	onSync                  func(time.Duration)
+}
+
+// ObserveSyncs makes the writer report how long each fsync took, for a
+// latency histogram; set it before the first write.
+func (w *Writer) ObserveSyncs(f func(time.Duration)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onSync = f
 }
 
 // NewWriter appends to f, whose valid content ends at end (the file is
@@ -110,8 +120,15 @@ func (w *Writer) flushTo(end int64, durable bool) error {
 		}
 		synced := false
 		if err == nil && durable && !w.noSync {
+			t := time.Now()
 			err = w.f.Sync()
 			synced = true
+			w.mu.Lock()
+			obs := w.onSync
+			w.mu.Unlock()
+			if obs != nil {
+				obs(time.Since(t))
+			}
 		}
 		w.mu.Lock()
 		w.flushing = false

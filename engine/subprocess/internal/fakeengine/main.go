@@ -1,10 +1,11 @@
 // Command fakeengine is a stand-in for llama-server used by the subprocess
 // package's tests. It speaks the same command line and HTTP API (/health,
-// /completion) and can be told to misbehave the ways a real runner does:
-// load slowly or forever, exit at once with a message, crash in the middle
-// of a serve or when told to (SIGUSR1), hang in a serve until killed, ignore
-// SIGTERM, leave a child behind in its process group, or lose the race for
-// its port.
+// /completion, streamed or not, and /apply-template) and can be told to
+// misbehave the ways a real runner does: load slowly or forever, exit at
+// once with a message, crash in the middle of a serve (or of a stream) or
+// when told to (SIGUSR1), hang in a serve until killed, ignore SIGTERM,
+// leave a child behind in its process group, lose the race for its port,
+// or have no chat template.
 //
 // Its --help output imitates a llama-server build; FAKEENGINE_HELP selects
 // which one ("old": --draft-max, "new": --spec-type/--spec-draft-n-max,
@@ -84,6 +85,10 @@ type config struct {
 	crashOnce, bindFailOnce, hangOnce string
 	reply, record                     string
 	eosAfter                          int
+	holdAfter                         int
+	cancelled                         string
+	noChatTemplate, noApplyTemplate   bool
+	badApplyTemplate                  bool
 }
 
 func main() {
@@ -135,6 +140,11 @@ func main() {
 	fs.StringVar(&c.reply, "reply", "", "answer /completion with this file's bytes (status from FILE.status)")
 	fs.StringVar(&c.record, "record", "", "append each /completion request body to this file")
 	fs.IntVar(&c.eosAfter, "eos-after", 0, "stop with eos after this many tokens")
+	fs.IntVar(&c.holdAfter, "hold-after", 0, "in a stream, after this many events wait for the client to go away")
+	fs.StringVar(&c.cancelled, "cancelled", "", "create this file when a held stream's client has gone away")
+	fs.BoolVar(&c.noChatTemplate, "no-chat-template", false, "answer /apply-template 501, as mesh-gguf on a model without a template")
+	fs.BoolVar(&c.noApplyTemplate, "no-apply-template", false, "have no /apply-template (404), as an older llama-server")
+	fs.BoolVar(&c.badApplyTemplate, "bad-apply-template", false, "answer /apply-template with a prompt that is not a string")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(1)
 	}
@@ -196,6 +206,9 @@ func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("POST /completion", s.completion)
+	if !c.noApplyTemplate {
+		mux.HandleFunc("POST /apply-template", s.applyTemplate)
+	}
 	fmt.Fprintln(os.Stderr, "srv load_model: loading model", c.model)
 	err = http.Serve(ln, mux)
 	fmt.Fprintln(os.Stderr, "serve:", err)
@@ -264,6 +277,7 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 type completionRequest struct {
+	Stream       bool     `json:"stream"`
 	Prompt       *string  `json:"prompt"`
 	NPredict     *int     `json:"n_predict"`
 	CachePrompt  *bool    `json:"cache_prompt"`
@@ -295,7 +309,20 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request) {
 		// the file that the request has reached it.
 		select {}
 	}
+	var req completionRequest
+	jsonErr := json.Unmarshal(body, &req)
 	if s.c.crashOnce != "" && createOnce(s.c.crashOnce) {
+		if req.Stream && req.Prompt != nil {
+			// Two events, then the process dies mid-stream.
+			g := s.generate(req)
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			for i := 0; i < 2 && i < len(g.gen); i++ {
+				writeEvent(w, g.partial(i))
+			}
+			fmt.Fprintln(os.Stderr, "GGML_ASSERT: simulated crash in decode")
+			os.Exit(3)
+		}
 		// Half a response, then the process dies: the client sees the
 		// connection end in the middle of the body.
 		w.Header().Set("Content-Type", "application/json")
@@ -313,26 +340,122 @@ func (s *server) completion(w http.ResponseWriter, r *http.Request) {
 			if sb, err := os.ReadFile(s.c.reply + ".status"); err == nil {
 				status, _ = strconv.Atoi(strings.TrimSpace(string(sb)))
 			}
-			w.Header().Set("Content-Type", "application/json")
+			ct := "application/json"
+			if req.Stream {
+				ct = "text/event-stream"
+			}
+			if tb, err := os.ReadFile(s.c.reply + ".type"); err == nil {
+				ct = strings.TrimSpace(string(tb))
+			}
+			w.Header().Set("Content-Type", ct)
 			w.WriteHeader(status)
 			w.Write(b)
 			return
 		}
 	}
-	var req completionRequest
-	if err := json.Unmarshal(body, &req); err != nil || req.Prompt == nil {
+	if jsonErr != nil || req.Prompt == nil {
 		w.WriteHeader(http.StatusBadRequest)
 		io.WriteString(w, `{"error":{"code":400,"message":"\"prompt\" must be provided","type":"invalid_request_error"}}`)
 		return
 	}
-	s.generate(w, req)
+	g := s.generate(req)
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(g.final(false)); err != nil && !errors.Is(err, net.ErrClosed) {
+			fmt.Fprintln(os.Stderr, "write:", err)
+		}
+		return
+	}
+	// As llama-server: one event per token, then the final event without
+	// the content and tokens already sent.
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	for i := range g.gen {
+		if s.c.holdAfter > 0 && i == s.c.holdAfter {
+			select {
+			case <-r.Context().Done():
+				// The client went away: the connection is closed.
+				if s.c.cancelled != "" {
+					os.WriteFile(s.c.cancelled, nil, 0o644)
+				}
+				return
+			case <-time.After(time.Minute):
+			}
+		}
+		if err := writeEvent(w, g.partial(i)); err != nil {
+			return
+		}
+	}
+	writeEvent(w, g.final(true))
+}
+
+func writeEvent(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+		return err
+	}
+	w.(http.Flusher).Flush()
+	return nil
+}
+
+// applyTemplate renders messages as "<|role|>content\n" each, then
+// "<|assistant|>"; a message with the role "refuse" is refused as a
+// template's raise_exception would.
+func (s *server) applyTemplate(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if s.c.noChatTemplate {
+		w.WriteHeader(http.StatusNotImplemented)
+		io.WriteString(w, `{"error":{"code":501,"message":"the model has no chat template","type":"not_supported_error"}}`)
+		return
+	}
+	if s.c.badApplyTemplate {
+		io.WriteString(w, `{"prompt":3}`)
+		return
+	}
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"code":400,"message":"\"messages\" must be a non-empty array","type":"invalid_request_error"}}`)
+		return
+	}
+	var b strings.Builder
+	for _, m := range req.Messages {
+		if m.Role == "refuse" {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"code":400,"message":"Conversation roles must alternate","type":"invalid_request_error"}}`)
+			return
+		}
+		fmt.Fprintf(&b, "<|%s|>%s\n", m.Role, m.Content)
+	}
+	b.WriteString("<|assistant|>")
+	json.NewEncoder(w).Encode(map[string]string{"prompt": b.String()})
+}
+
+// generation is one completion's result.
+type generation struct {
+	model, prompt string
+	promptTokens  int
+	cached        int
+	gen           []int
+	content       []byte
+	stopType      string
+	timings       map[string]any
+	returnTokens  bool
 }
 
 // generate imitates llama-server's accounting: a string prompt gets a BOS
 // token, the prompt cache reuses the common prefix with the previous prompt
 // but always re-evaluates at least the last prompt token, and tokens_cached
 // is everything in the slot afterwards (prompt plus generated).
-func (s *server) generate(w http.ResponseWriter, req completionRequest) {
+func (s *server) generate(req completionRequest) generation {
 	prompt := append([]int{1}, bytesToTokens(*req.Prompt)...)
 	cached := 0
 	if req.CachePrompt == nil || *req.CachePrompt {
@@ -352,59 +475,76 @@ func (s *server) generate(w http.ResponseWriter, req completionRequest) {
 		fmt.Fprint(h, *req.Seed)
 	}
 	seed := int(h.Sum32())
-	stopType := "limit"
-	var gen []int
-	var content strings.Builder
+	g := generation{model: s.c.model, prompt: *req.Prompt, promptTokens: len(prompt), cached: cached,
+		stopType: "limit", returnTokens: req.ReturnTokens}
 	for i := 0; i < n; i++ {
 		if s.c.eosAfter > 0 && i == s.c.eosAfter {
-			stopType = "eos"
+			g.stopType = "eos"
 			break
 		}
 		t := 3 + (seed+i*31)%250
 		if t < 0 {
 			t = -t
 		}
-		gen = append(gen, t)
-		content.WriteByte(byte('a' + t%26))
+		g.gen = append(g.gen, t)
+		g.content = append(g.content, byte('a'+t%26))
 	}
-	s.prev = append(s.prev, gen...)
-	timings := map[string]any{
+	s.prev = append(s.prev, g.gen...)
+	g.timings = map[string]any{
 		"cache_n":      cached,
 		"prompt_n":     len(prompt) - cached,
 		"prompt_ms":    1.5,
-		"predicted_n":  len(gen),
+		"predicted_n":  len(g.gen),
 		"predicted_ms": 3.25,
 	}
-	if s.c.draft != "" && len(gen) > 0 {
-		timings["draft_n"] = len(gen) + len(gen)/2
-		timings["draft_n_accepted"] = len(gen) - len(gen)/4
+	if s.c.draft != "" && len(g.gen) > 0 {
+		g.timings["draft_n"] = len(g.gen) + len(g.gen)/2
+		g.timings["draft_n_accepted"] = len(g.gen) - len(g.gen)/4
 	}
+	return g
+}
+
+// partial is the stream event of token i.
+func (g generation) partial(i int) map[string]any {
+	return map[string]any{
+		"index":            0,
+		"content":          string(g.content[i : i+1]),
+		"tokens":           []int{g.gen[i]},
+		"stop":             false,
+		"id_slot":          0,
+		"tokens_predicted": i + 1,
+		"tokens_evaluated": g.promptTokens,
+	}
+}
+
+// final is the non-streamed response, or the final event of a stream.
+func (g generation) final(stream bool) map[string]any {
 	resp := map[string]any{
 		"index":            0,
-		"content":          content.String(),
+		"content":          string(g.content),
 		"id_slot":          0,
 		"stop":             true,
-		"model":            s.c.model,
-		"tokens_predicted": len(gen),
-		"tokens_evaluated": len(prompt),
-		"prompt":           *req.Prompt,
+		"model":            g.model,
+		"tokens_predicted": len(g.gen),
+		"tokens_evaluated": g.promptTokens,
+		"prompt":           g.prompt,
 		"has_new_line":     false,
 		"truncated":        false,
-		"stop_type":        stopType,
+		"stop_type":        g.stopType,
 		"stopping_word":    "",
-		"tokens_cached":    len(prompt) + len(gen),
-		"timings":          timings,
+		"tokens_cached":    g.promptTokens + len(g.gen),
+		"timings":          g.timings,
 	}
-	if req.ReturnTokens {
-		resp["tokens"] = gen
-		if gen == nil {
+	if g.returnTokens {
+		resp["tokens"] = g.gen
+		if g.gen == nil {
 			resp["tokens"] = []int{}
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(resp); err != nil && !errors.Is(err, net.ErrClosed) {
-		fmt.Fprintln(os.Stderr, "write:", err)
+	if stream {
+		resp["content"], resp["tokens"] = "", []int{}
 	}
+	return resp
 }
 
 func bytesToTokens(s string) []int {

@@ -1,0 +1,335 @@
+// Package api is meshd's HTTP interface: the mesh/1 serve call with its
+// receipt, the OpenAI-shaped completions and chat calls that existing
+// clients speak (streaming as server-sent events whose last event carries
+// the receipt), the receipt log and chain head, the backend and meter
+// tables, health, and Prometheus metrics. It owns no serving logic: every
+// request goes through the node's agent.
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"meshd/agent"
+	"meshd/agent/node"
+	"meshd/steward"
+	"meshd/steward/grant"
+	"meshd/wire"
+)
+
+// Defaults fill what a request leaves out.
+type Defaults struct {
+	// FidelityFloor and JouleCeilingUJ apply to OpenAI-shaped calls that
+	// do not name them (such clients cannot know of them).
+	FidelityFloor  wire.Fidelity
+	JouleCeilingUJ uint64
+	// MaxTokens is OpenAI's default for completions when max_tokens is
+	// absent (16).
+	MaxTokens uint32
+}
+
+// Options configure a Server.
+type Options struct {
+	Defaults Defaults
+	// MaxBodyBytes bounds every request body; default 1 MiB.
+	MaxBodyBytes int64
+	// ServeTimeout bounds one serve, engine included; default 5 minutes.
+	ServeTimeout time.Duration
+	// MaxInFlight bounds concurrent serves; the excess get 503 at once
+	// rather than queueing without limit. Default 256.
+	MaxInFlight int
+	Logger      *slog.Logger
+	// Metrics is served at /metrics; nil serves none.
+	Metrics *Metrics
+	// Ready is /readyz's check beyond the node's own (nil: none).
+	Ready func() error
+}
+
+// Server is the HTTP interface of one node.
+type Server struct {
+	node     *node.Node
+	opts     Options
+	log      *slog.Logger
+	mux      *http.ServeMux
+	slots    chan struct{}
+	draining atomic.Bool
+	inflight atomic.Int64
+	// oldest is the start (unix ns) of the oldest serve in flight, for the
+	// watchdog's liveness check; 0 when none.
+	started  *startSet
+	lastPing atomic.Int64
+}
+
+// New returns the server for n.
+func New(n *node.Node, opts Options) *Server {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.ServeTimeout <= 0 {
+		opts.ServeTimeout = 5 * time.Minute
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 256
+	}
+	if opts.Defaults.MaxTokens == 0 {
+		opts.Defaults.MaxTokens = 16
+	}
+	if opts.Defaults.JouleCeilingUJ == 0 {
+		opts.Defaults.JouleCeilingUJ = 1 << 40
+	}
+	s := &Server{node: n, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
+		slots: make(chan struct{}, opts.MaxInFlight), started: newStartSet()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.mux.HandleFunc("POST /v1/serve", s.serve)
+	s.mux.HandleFunc("POST /v1/completions", s.completions)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	s.mux.HandleFunc("GET /v1/receipts", s.receipts)
+	s.mux.HandleFunc("GET /v1/receipts/{seq}", s.receipt)
+	s.mux.HandleFunc("GET /v1/chain/head", s.head)
+	s.mux.HandleFunc("GET /v1/backends", s.backends)
+	s.mux.HandleFunc("GET /v1/meters", s.meters)
+	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	if opts.Metrics != nil {
+		s.mux.Handle("GET /metrics", opts.Metrics.Handler())
+	}
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	s.mux.ServeHTTP(w, r)
+}
+
+// HTTPServer returns an http.Server for s with timeouts that keep a slow
+// or stalled client from holding a connection: headers within
+// readHeader, the whole body within read, idle keep-alives dropped after
+// idle. There is no write timeout: a streamed answer is as long as the
+// engine takes, bounded by the serve deadline instead.
+func (s *Server) HTTPServer(readHeader, read, idle time.Duration) *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: readHeader,
+		ReadTimeout:       read,
+		IdleTimeout:       idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// Drain makes new serves fail with 503 and /readyz report not ready, so a
+// load balancer and clients move away while in-flight serves finish.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// InFlight is the number of serves running now.
+func (s *Server) InFlight() int64 { return s.inflight.Load() }
+
+// Stuck reports a serve that has run longer than the serve deadline plus
+// grace: the deadline should have ended it, so the serve path is stalled.
+func (s *Server) Stuck(grace time.Duration) error {
+	if t, ok := s.started.oldest(); ok && time.Since(t) > s.opts.ServeTimeout+grace {
+		return fmt.Errorf("a serve has been running for %v, past its %v deadline", time.Since(t).Round(time.Second), s.opts.ServeTimeout)
+	}
+	return nil
+}
+
+// apiError is the JSON error body, in OpenAI's shape so its clients
+// surface the message; Reason is the router's, authoriser's or meter's
+// named reason.
+type apiError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   string `json:"param,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Route   string `json:"route,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, e apiError) {
+	if e.Type == "" {
+		e.Type = "invalid_request_error"
+		if status >= 500 {
+			e.Type = "server_error"
+		}
+	}
+	writeJSON(w, status, map[string]apiError{"error": e})
+}
+
+// fieldError is a request body problem naming its field.
+type fieldError struct {
+	field, msg string
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+
+func badField(w http.ResponseWriter, field, msg string) {
+	writeError(w, http.StatusBadRequest, apiError{Message: field + ": " + msg, Param: field, Code: "invalid_field"})
+}
+
+// decodeBody decodes a JSON object body into v, naming the field at fault
+// in a type error, and refusing trailing data and oversized bodies.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		var mb *http.MaxBytesError
+		switch {
+		case errors.As(err, &mb):
+			writeError(w, http.StatusRequestEntityTooLarge, apiError{Message: fmt.Sprintf("body exceeds %d bytes", mb.Limit), Code: "body_too_large"})
+		case errors.As(err, &te):
+			badField(w, te.Field, fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value))
+		case errors.As(err, &se):
+			writeError(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, err), Code: "malformed_json"})
+		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+			writeError(w, http.StatusRequestTimeout, apiError{Message: "request body not received in time", Code: "timeout"})
+		default:
+			writeError(w, http.StatusBadRequest, apiError{Message: "reading the body: " + err.Error(), Code: "malformed_json"})
+		}
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, apiError{Message: "trailing data after the JSON object", Code: "malformed_json"})
+		return false
+	}
+	return true
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// admit takes a serve slot or answers 503; release it when done.
+func (s *Server) admit(w http.ResponseWriter) (func(), bool) {
+	if s.draining.Load() {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, apiError{Message: "meshd is shutting down", Code: "draining"})
+		return nil, false
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, apiError{Message: fmt.Sprintf("%d serves in flight; try again", cap(s.slots)), Code: "busy"})
+		return nil, false
+	}
+	s.inflight.Add(1)
+	tok := s.started.add(time.Now())
+	return func() {
+		s.started.remove(tok)
+		s.inflight.Add(-1)
+		<-s.slots
+	}, true
+}
+
+// serveStatus maps a failed serve to its HTTP status and named reason.
+func serveStatus(err error) (int, apiError) {
+	e := apiError{Message: err.Error()}
+	var se *agent.ServeError
+	if errors.As(err, &se) {
+		e.Route = se.Decision.Justification
+	}
+	switch {
+	case errors.Is(err, wire.ErrBadRequest):
+		e.Code = "bad_request"
+		return http.StatusBadRequest, e
+	case errors.Is(err, agent.ErrNoRoute):
+		e.Code, e.Type = "no_route", "no_route"
+		return http.StatusUnprocessableEntity, e
+	case errors.Is(err, agent.ErrGrantRequired):
+		e.Code, e.Type = "grant_required", "authentication_error"
+		return http.StatusUnauthorized, e
+	case errors.Is(err, grant.ErrBudgetExhausted):
+		e.Code, e.Type = "budget_exhausted", "permission_error"
+		return http.StatusPaymentRequired, e
+	case errors.Is(err, grant.ErrMalformed):
+		e.Code = "grant_malformed"
+		return http.StatusBadRequest, e
+	case errors.Is(err, grant.ErrUnknownIssuer), errors.Is(err, grant.ErrBadSignature), errors.Is(err, grant.ErrNotYetValid),
+		errors.Is(err, grant.ErrExpired), errors.Is(err, grant.ErrWrongAction), errors.Is(err, grant.ErrWrongResource),
+		errors.Is(err, grant.ErrWrongAudience):
+		e.Code, e.Type = "grant_refused", "permission_error"
+		return http.StatusForbidden, e
+	case errors.Is(err, agent.ErrUnmetered):
+		e.Code, e.Type = "unmetered", "server_error"
+		return http.StatusServiceUnavailable, e
+	case errors.Is(err, context.DeadlineExceeded):
+		e.Code, e.Type = "timeout", "server_error"
+		return http.StatusGatewayTimeout, e
+	}
+	e.Code, e.Type = "engine_failed", "server_error"
+	return http.StatusBadGateway, e
+}
+
+// Receipt is a sealed receipt as JSON: the receipt's own field names, the
+// envelope in base64, its content id.
+type Receipt struct {
+	ID       string         `json:"id"`
+	Sequence uint64         `json:"sequence"`
+	Receipt  map[string]any `json:"receipt"`
+	Envelope string         `json:"envelope"`
+}
+
+func receiptOf(sd *steward.Sealed) *Receipt {
+	return &Receipt{ID: sd.ID.String(), Sequence: sd.Receipt.Sequence, Receipt: ReceiptFields(sd.Receipt),
+		Envelope: base64.StdEncoding.EncodeToString(sd.Envelope)}
+}
+
+// ReceiptFields is r as a map under its CBOR field names, absent optional
+// fields left out, foreign extensions included as they were decoded.
+func ReceiptFields(r *steward.Receipt) map[string]any {
+	out := map[string]any{}
+	v := reflect.ValueOf(r).Elem()
+	t := v.Type()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("cbor"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		f := v.Field(i)
+		if f.Kind() == reflect.Pointer {
+			if f.IsNil() {
+				continue
+			}
+			f = f.Elem()
+		}
+		out[name] = f.Interface()
+	}
+	for _, x := range r.Foreign {
+		out[x.Key] = x.Value
+	}
+	return out
+}
+
+// setReceiptHeaders names the receipt in headers (or trailers, after a
+// stream), so a client that ignores the body's extra fields can still
+// fetch and check it.
+func setReceiptHeaders(h http.Header, sd *steward.Sealed) {
+	h.Set("Mesh-Receipt-Id", sd.ID.String())
+	h.Set("Mesh-Receipt-Seq", strconv.FormatUint(sd.Receipt.Sequence, 10))
+	h.Set("Mesh-Energy-Provenance", sd.Receipt.EnergyProvenance)
+}

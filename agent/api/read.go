@@ -1,0 +1,200 @@
+package api
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"meshd/steward"
+)
+
+// maxPage bounds one page of GET /v1/receipts.
+const maxPage = 1000
+
+// receipts is GET /v1/receipts?after=SEQ&limit=N: the receipts after
+// sequence SEQ (from the first when absent), oldest first, each decoded
+// and with its envelope, and the sequence to ask for next.
+func (s *Server) receipts(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	from := uint64(0)
+	if a := q.Get("after"); a != "" {
+		v, err := strconv.ParseUint(a, 10, 64)
+		if err != nil {
+			badField(w, "after", "want a receipt sequence number")
+			return
+		}
+		from = v + 1
+	}
+	limit := 100
+	if l := q.Get("limit"); l != "" {
+		v, err := strconv.Atoi(l)
+		if err != nil || v < 1 || v > maxPage {
+			badField(w, "limit", fmt.Sprintf("want 1..%d", maxPage))
+			return
+		}
+		limit = v
+	}
+	log := s.node.Stores.Log
+	envs, err := log.Range(r.Context(), from, limit)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, apiError{Message: err.Error(), Code: "log_read"})
+		return
+	}
+	trusted := s.node.Trusted()
+	out := make([]*Receipt, 0, len(envs))
+	for i, env := range envs {
+		o, err := steward.OpenEnvelope(env, trusted)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, apiError{Message: fmt.Sprintf("receipt %d does not open: %v", from+uint64(i), err), Code: "log_damaged"})
+			return
+		}
+		out = append(out, &Receipt{ID: o.ID.String(), Sequence: o.Receipt.Sequence, Receipt: ReceiptFields(o.Receipt),
+			Envelope: base64.StdEncoding.EncodeToString(env)})
+	}
+	next := from + uint64(len(out))
+	writeJSON(w, http.StatusOK, map[string]any{"receipts": out, "next_after": int64(next) - 1, "durable": log.Durable()})
+}
+
+// receipt is GET /v1/receipts/{seq}: the raw COSE envelope, exactly as
+// sealed, for verification by any mesh/1 implementation.
+func (s *Server) receipt(w http.ResponseWriter, r *http.Request) {
+	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	if err != nil {
+		badField(w, "seq", "want a receipt sequence number")
+		return
+	}
+	envs, err := s.node.Stores.Log.Range(r.Context(), seq, 1)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, apiError{Message: err.Error(), Code: "log_read"})
+		return
+	}
+	if len(envs) == 0 {
+		writeError(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("no receipt %d (the log holds %d)", seq, s.node.Stores.Log.Durable()), Code: "not_found", Type: "not_found"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/cose; cose-type=\"cose-sign1\"")
+	w.Header().Set("Mesh-Receipt-Seq", strconv.FormatUint(seq, 10))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(envs[0])
+}
+
+// head is GET /v1/chain/head: the steward, how many receipts the chain
+// holds and the content id of the last.
+func (s *Server) head(w http.ResponseWriter, r *http.Request) {
+	log := s.node.Stores.Log
+	out := map[string]any{"steward": s.node.Key.ID(), "receipts": log.Durable()}
+	if n := log.Durable(); n > 0 {
+		envs, err := log.Range(r.Context(), n-1, 1)
+		if err != nil || len(envs) != 1 {
+			writeError(w, http.StatusInternalServerError, apiError{Message: fmt.Sprintf("reading the head: %v", err), Code: "log_read"})
+			return
+		}
+		o, err := steward.OpenEnvelope(envs[0], s.node.Trusted())
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, apiError{Message: err.Error(), Code: "log_damaged"})
+			return
+		}
+		out["head"] = o.ID.String()
+		out["sequence"] = n - 1
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// backends is GET /v1/backends: what the router weighs.
+func (s *Server) backends(w http.ResponseWriter, r *http.Request) {
+	byName := map[string]int{}
+	nb := s.node.Backends()
+	for i, b := range nb {
+		byName[b.Config.Name] = i
+	}
+	var out []map[string]any
+	for _, bi := range s.node.Agent.Backends() {
+		b := bi.Backend
+		row := map[string]any{
+			"name": b.Name(), "recipe": b.Recipe(), "fidelity": uint8(b.Fidelity()),
+			"configured_uj_per_token": b.UJPerToken(), "routing_uj_per_token": bi.CostUJ, "cost_source": bi.CostSource,
+			"learned": bi.Learned, "state": "ready",
+		}
+		if i, ok := byName[b.Name()]; ok {
+			nbk := nb[i]
+			row["kind"] = nbk.Config.Kind
+			row["state"] = nbk.State()
+			row["restarts"] = nbk.Restarts()
+			row["meters"] = nbk.Config.Meters
+		}
+		if bi.Meter != nil {
+			row["span"] = bi.Meter.Name()
+		}
+		out = append(out, row)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"backends": out})
+}
+
+// meters is GET /v1/meters: each meter's live power, health and counters.
+// Live power is the newest reading, for display: it measures no window.
+func (s *Server) meters(w http.ResponseWriter, r *http.Request) {
+	var out []map[string]any
+	for _, m := range s.node.Meters() {
+		info := m.Meter.Info()
+		st := m.Meter.Stats()
+		row := map[string]any{
+			"name": m.Config.Name, "driver": m.Config.Driver, "kind": info.Kind.String(),
+			"hardware": info.Kind.Hardware(), "period_ns": info.Period.Nanoseconds(),
+			"readings": st.Entries, "invalid": st.Invalid, "stalls": st.Stalls, "healthy": true,
+		}
+		if info.Kind.Hardware() {
+			row["provenance"] = "HwShunt"
+		} else {
+			row["provenance"] = "ModelBased"
+		}
+		if uw, at, ok := m.Meter.Latest(); ok {
+			row["power_uw"] = uw
+			row["power_at"] = at.UTC().Format(time.RFC3339Nano)
+		}
+		if err := m.Meter.Health(); err != nil {
+			row["healthy"] = false
+			row["health"] = err.Error()
+		}
+		if st.LastErr != nil {
+			row["last_error"] = st.LastErr.Error()
+		}
+		out = append(out, row)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"meters": out})
+}
+
+// models is GET /v1/models: the backends, as OpenAI clients list models.
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	var data []map[string]any
+	for _, bi := range s.node.Agent.Backends() {
+		data = append(data, map[string]any{"id": bi.Backend.Name(), "object": "model", "owned_by": "meshd", "created": 0})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// healthz says the process answers.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz says whether serves should be sent here: not while draining, nor
+// while the node is failing.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, apiError{Message: "draining", Code: "draining"})
+		return
+	}
+	if err := s.node.Alive(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "not_ready"})
+		return
+	}
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "not_ready"})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,554 @@
+// Package node assembles one meshd from its configuration: the steward key,
+// the receipt log and grant ledger recovered together, the authoriser, the
+// meters and their spans, the engines, and the agent over them. The daemon,
+// the demo and the end-to-end tests all build their stack here, so what is
+// tested is what runs.
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"meshd/agent"
+	"meshd/agent/config"
+	"meshd/drivers"
+	"meshd/engine"
+	"meshd/engine/subprocess"
+	"meshd/shunt"
+	"meshd/steward"
+	"meshd/steward/grant"
+	"meshd/steward/ledger"
+	"meshd/wire"
+)
+
+// Options are what a caller may change about how a node is assembled.
+type Options struct {
+	// Logger receives the node's structured log; nil discards.
+	Logger *slog.Logger
+	// OpenSensor opens a configured meter's sensor; nil uses the real
+	// drivers (OpenSensor). Tests pass simulated buses here, so the stack
+	// under test is the production one down to the registers.
+	OpenSensor func(ctx context.Context, m config.Meter) (drivers.Sensor, error)
+	// MeterConfig is passed to every sampler (clock and timer hooks for
+	// tests); its Logger is set from Logger when nil.
+	MeterConfig shunt.MeterConfig
+	// Observe is told of every serve's end, after the node's own metrics.
+	Observe func(agent.Event)
+	// Metrics receives the node's measurements; nil makes none.
+	Metrics Metrics
+	// Clock is the agent's and the authoriser's clock; nil is time.Now.
+	Clock func() time.Time
+	// WrapMeter, if set, wraps each backend's meter as the agent sees it
+	// (tests step simulated sensors around each window with it).
+	WrapMeter func(agent.Meter) agent.Meter
+}
+
+// Metrics is what the node reports to a monitoring system. The HTTP API's
+// Prometheus collector implements it; the node never imports it.
+type Metrics interface {
+	Served(agent.Event)
+	Synced(time.Duration)
+}
+
+// Node is an assembled meshd.
+type Node struct {
+	opts    Options
+	log     *slog.Logger
+	cfg     *config.Config
+	Key     *steward.Key
+	Stores  *grant.Stores
+	Steward *steward.Steward
+	Agent   *agent.Agent
+
+	mu       sync.Mutex // guards what Reload replaces
+	meters   map[string]*Meter
+	backends []*Backend
+	grants   *grant.Authoriser
+}
+
+// Meter is one configured meter, sampling.
+type Meter struct {
+	Config config.Meter
+	Meter  *shunt.Meter
+}
+
+// Backend is one configured backend with its engine and the span that
+// meters it.
+type Backend struct {
+	Config config.Backend
+	Engine engine.Backend
+	// Span is nil for a backend without meters (Estimator figures).
+	Span *shunt.Span
+	sub  *subprocess.Engine
+}
+
+// State says whether the backend's engine can serve now: "ready",
+// "restarting: <why>" while a crashed engine is being restarted.
+func (b *Backend) State() string {
+	if b.sub == nil {
+		return "ready"
+	}
+	if b.sub.PID() != 0 {
+		return "ready"
+	}
+	if err := b.sub.LastError(); err != nil {
+		return "restarting: " + err.Error()
+	}
+	return "starting"
+}
+
+// Restarts counts the engine restarts after crashes.
+func (b *Backend) Restarts() int {
+	if b.sub == nil {
+		return 0
+	}
+	return b.sub.Restarts()
+}
+
+// Open assembles the node described by cfg. It returns once the node can
+// serve: the log is open and verified, the ledger recovered from it, every
+// engine healthy and every meter delivering. On error everything opened
+// is closed again.
+func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err error) {
+	n := &Node{opts: opts, log: opts.Logger, cfg: cfg, meters: map[string]*Meter{}}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	if n.opts.OpenSensor == nil {
+		n.opts.OpenSensor = func(ctx context.Context, m config.Meter) (drivers.Sensor, error) {
+			return OpenSensor(ctx, m, nil)
+		}
+	}
+	if n.opts.MeterConfig.Logger == nil {
+		n.opts.MeterConfig.Logger = n.log
+	}
+	defer func() {
+		if err != nil {
+			n.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if n.Key, err = loadOrCreateKey(cfg.KeyPath(), n.log); err != nil {
+		return nil, err
+	}
+	lopt := steward.LogOptions{CheckpointEvery: int(cfg.Steward.CheckpointEvery)}
+	if opts.Metrics != nil {
+		lopt.OnSync = opts.Metrics.Synced
+	}
+	if err := os.MkdirAll(cfg.Steward.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	n.Stores, err = grant.OpenStores(ctx, cfg.ReceiptsDir(), cfg.LedgerDir(), n.Key, lopt, ledger.Options{Clock: opts.Clock})
+	if err != nil {
+		return nil, err
+	}
+	sc, rec := n.Stores.Scan, n.Stores.Recovery
+	if sc.TornBytes > 0 {
+		n.log.Warn("receipt log: cut a torn final frame", "bytes", sc.TornBytes, "dir", cfg.ReceiptsDir())
+	}
+	n.log.Info("receipt log open", "dir", cfg.ReceiptsDir(), "receipts", sc.Records, "head", sc.Head.String(), "steward", n.Key.ID())
+	n.log.Info("grant ledger recovered", "path", cfg.LedgerDir(), "recovery", fmt.Sprintf("%+v", *rec))
+	n.Steward = steward.New(n.Key, n.Stores.Log, steward.Options{Clock: opts.Clock})
+
+	routes, err := n.build(ctx, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	ag, err := agent.New(agent.Config{
+		Steward:      n.Steward,
+		Clock:        opts.Clock,
+		RequireGrant: cfg.Grants.Policy == "required",
+		RequireMeter: cfg.Metering.OnMeterFailure == "refuse" && (routes.Meter != nil || len(routes.Meters) > 0),
+		Logger:       n.log,
+		Observe:      n.observe,
+		Backends:     routes.Backends,
+		Meters:       routes.Meters,
+		Grants:       routes.Grants,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.Agent = ag
+	return n, nil
+}
+
+func (n *Node) observe(ev agent.Event) {
+	if ev.Err != nil {
+		lvl := slog.LevelInfo
+		if ev.Reason == "engine" || ev.Reason == "seal" || ev.Reason == "unmetered" {
+			lvl = slog.LevelWarn
+		}
+		n.log.Log(context.Background(), lvl, "serve refused or failed", "reason", ev.Reason, "backend", ev.Backend, "err", ev.Err)
+	} else if ev.Degraded {
+		n.log.Warn("serve sealed as Estimator although its backend is metered", "backend", ev.Backend, "seq", ev.Sealed.Receipt.Sequence)
+	}
+	if n.opts.Metrics != nil {
+		n.opts.Metrics.Served(ev)
+	}
+	if n.opts.Observe != nil {
+		n.opts.Observe(ev)
+	}
+}
+
+// Config is the configuration the node runs now.
+func (n *Node) Config() *config.Config {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cfg
+}
+
+// Backends are the configured backends, in configuration order.
+func (n *Node) Backends() []*Backend {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.backends)
+}
+
+// Meters are the configured meters, sorted by name.
+func (n *Node) Meters() []*Meter {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]*Meter, 0, len(n.meters))
+	for _, m := range n.meters {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Config.Name < out[j].Config.Name })
+	return out
+}
+
+// Grants is the grant authoriser, nil when no issuer is trusted.
+func (n *Node) Grants() *grant.Authoriser {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.grants
+}
+
+// build opens what cfg adds to the node: meters and engines not already
+// running with the same configuration (kept from old), and the
+// authoriser. It returns the agent's routing table. On error whatever it
+// opened is closed; what it kept is untouched.
+func (n *Node) build(ctx context.Context, cfg *config.Config, old *Node) (agent.Routes, error) {
+	keys, err := cfg.Grants.Keys()
+	if err != nil {
+		return agent.Routes{}, fmt.Errorf("trusted issuers: %w", err)
+	}
+	var auth *grant.Authoriser
+	if len(keys) > 0 {
+		auth, err = grant.NewAuthoriser(grant.Config{Steward: n.Key.Public(), Trusted: keys, Ledger: n.Stores.Ledger, Clock: n.opts.Clock})
+		if err != nil {
+			return agent.Routes{}, err
+		}
+	}
+	if err := checkSpans(cfg); err != nil {
+		return agent.Routes{}, err
+	}
+	meters := map[string]*Meter{}
+	var backends []*Backend
+	var opened []*Meter
+	var started []*Backend
+	fail := func(err error) (agent.Routes, error) {
+		for _, b := range started {
+			b.stop(context.WithoutCancel(ctx))
+		}
+		for _, m := range opened {
+			m.Meter.Close()
+		}
+		return agent.Routes{}, err
+	}
+	for _, mc := range cfg.Meters {
+		if old != nil {
+			if m, ok := old.meters[mc.Name]; ok && m.Config == mc {
+				meters[mc.Name] = m
+				continue
+			}
+		}
+		m, err := n.openMeter(ctx, mc, cfg.Metering.ReadyTimeout)
+		if err != nil {
+			return fail(err)
+		}
+		opened = append(opened, m)
+		meters[mc.Name] = m
+	}
+	spans := map[string]*shunt.Span{}
+	policy := shunt.Exclusive
+	if cfg.Metering.Shared {
+		policy = shunt.Shared
+	}
+	routes := agent.Routes{Meters: map[string]agent.Meter{}}
+	for _, bc := range cfg.Backends {
+		var b *Backend
+		if old != nil {
+			for _, ob := range old.backends {
+				if ob.Config.Name == bc.Name && sameBackend(ob.Config, bc) {
+					b = &Backend{Config: bc, Engine: ob.Engine, sub: ob.sub}
+				}
+			}
+		}
+		if b == nil {
+			if b, err = n.startBackend(ctx, bc); err != nil {
+				return fail(fmt.Errorf("backend %q: %w", bc.Name, err))
+			}
+			started = append(started, b)
+		}
+		if len(bc.Meters) > 0 {
+			key := strings.Join(bc.Meters, "+")
+			sp := spans[key]
+			if sp == nil {
+				var members []shunt.Member
+				for _, name := range bc.Meters {
+					members = append(members, meters[name].Meter)
+				}
+				if sp, err = shunt.NewSpan(members, shunt.SpanConfig{Policy: policy, Now: n.opts.MeterConfig.Now}); err != nil {
+					return fail(fmt.Errorf("backend %q: span %s: %w", bc.Name, key, err))
+				}
+				spans[key] = sp
+			}
+			b.Span = sp
+			am := agent.FromSpan(sp)
+			if n.opts.WrapMeter != nil {
+				am = n.opts.WrapMeter(am)
+			}
+			routes.Meters[bc.Name] = am
+		}
+		backends = append(backends, b)
+		routes.Backends = append(routes.Backends, b.Engine)
+	}
+	if auth != nil {
+		routes.Grants = auth
+	}
+	n.meters, n.backends, n.grants = meters, backends, auth
+	return routes, nil
+}
+
+// checkSpans refuses backends whose spans overlap without being equal: two
+// spans sharing a meter would each charge the whole of its energy to
+// their own serves, counting it twice.
+func checkSpans(cfg *config.Config) error {
+	owner := map[string]string{} // meter -> span key
+	for _, b := range cfg.Backends {
+		if len(b.Meters) == 0 {
+			continue
+		}
+		key := strings.Join(b.Meters, "+")
+		for _, m := range b.Meters {
+			if k, ok := owner[m]; ok && k != key {
+				return fmt.Errorf("backend %q: meter %q is also in the span %s of another backend; backends that share a meter must list the same meters in the same order, so that they share one span", b.Name, m, k)
+			}
+			owner[m] = key
+		}
+	}
+	return nil
+}
+
+func sameBackend(a, b config.Backend) bool {
+	return a.Kind == b.Kind && a.Model == b.Model && a.Runner == b.Runner && a.Fidelity == b.Fidelity &&
+		a.UJPerToken == b.UJPerToken && a.Threads == b.Threads && a.Context == b.Context &&
+		a.Temperature == b.Temperature && a.Seed == b.Seed && a.DraftModel == b.DraftModel &&
+		slices.Equal(a.ExtraArgs, b.ExtraArgs) && a.Work == b.Work
+}
+
+func (n *Node) openMeter(ctx context.Context, mc config.Meter, ready config.Duration) (*Meter, error) {
+	s, err := n.opts.OpenSensor(ctx, mc)
+	if err != nil {
+		return nil, fmt.Errorf("meter %q (%s): %w", mc.Name, mc.Driver, err)
+	}
+	mcfg := n.opts.MeterConfig
+	mcfg.Logger = mcfg.Logger.With("meter", mc.Name)
+	m, err := shunt.New(ctx, s, mcfg)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("meter %q: %w", mc.Name, err)
+	}
+	// Serve nothing until the meter can measure a window: a sensor that
+	// never delivers is a fault to report at start, not a reason to seal
+	// Estimator receipts in silence.
+	wait := time.Duration(ready)
+	if wait <= 0 {
+		wait = max(2*time.Second, 4*m.Info().MaxPeriod)
+	}
+	rctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := m.Ready(rctx); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("meter %q delivered no reading within %v: %w", mc.Name, wait, err)
+	}
+	n.log.Info("meter delivering", "meter", mc.Name, "driver", mc.Driver, "kind", m.Info().Kind.String(), "period", m.Info().Period)
+	return &Meter{Config: mc, Meter: m}, nil
+}
+
+func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, error) {
+	switch bc.Kind {
+	case "reference":
+		e, err := engine.NewReference(engine.ReferenceConfig{Name: bc.Name, Fidelity: wire.Fidelity(bc.Fidelity), UJPerToken: bc.UJPerToken, Work: bc.Work})
+		if err != nil {
+			return nil, err
+		}
+		return &Backend{Config: bc, Engine: e}, nil
+	case "mesh-gguf", "llama-server":
+		runner := bc.Runner
+		if runner == "" {
+			runner = subprocess.DefaultRunner
+			if bc.Kind == "llama-server" {
+				runner = "llama-server"
+			}
+		}
+		e, err := subprocess.New(ctx, subprocess.Config{
+			Name: bc.Name, Runner: runner, Model: bc.Model, DraftModel: bc.DraftModel,
+			ContextSize: bc.Context, Threads: bc.Threads, ExtraArgs: bc.ExtraArgs,
+			Fidelity: wire.Fidelity(bc.Fidelity), UJPerToken: bc.UJPerToken,
+			Temperature: bc.Temperature, Seed: bc.Seed,
+			// Lifecycle lines (a crash, a restart) are warnings; the
+			// runner's own output is debug detail.
+			Logf: func(format string, args ...any) {
+				lvl := slog.LevelDebug
+				if strings.HasPrefix(format, "engine:") {
+					lvl = slog.LevelWarn
+				}
+				n.log.Log(context.Background(), lvl, fmt.Sprintf(format, args...), "backend", bc.Name)
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := e.Start(ctx); err != nil {
+			return nil, fmt.Errorf("start engine: %w", err)
+		}
+		n.log.Info("engine healthy", "backend", bc.Name, "pid", e.PID(), "recipe", e.Recipe())
+		return &Backend{Config: bc, Engine: e, sub: e}, nil
+	}
+	return nil, fmt.Errorf("unknown backend kind %q", bc.Kind)
+}
+
+func (b *Backend) stop(ctx context.Context) error {
+	if b.sub == nil {
+		return nil
+	}
+	return b.sub.Stop(ctx)
+}
+
+// Reload applies cfg without dropping the log: the trusted issuers are
+// reread, backends and meters whose configuration changed are restarted,
+// new ones started, removed ones stopped once the agent no longer routes
+// to them. What a reload cannot change (the steward, the state directory,
+// the listeners, the grant and metering policies) is kept, with a warning.
+// On error the node keeps running as it was.
+func (n *Node) Reload(ctx context.Context, cfg *config.Config) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cfg.Steward != n.cfg.Steward || cfg.Grants.Policy != n.cfg.Grants.Policy || cfg.Metering.OnMeterFailure != n.cfg.Metering.OnMeterFailure {
+		n.log.Warn("reload: the steward, state directory, grant policy and metering policy change only on restart; kept as they were")
+	}
+	prev := &Node{meters: n.meters, backends: n.backends, grants: n.grants}
+	routes, err := n.build(ctx, cfg, prev)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	if err := n.Agent.Reconfigure(routes); err != nil {
+		// The new table was refused: close what build opened, keep the old.
+		n.closeUnshared(ctx, &Node{meters: n.meters, backends: n.backends}, prev)
+		n.meters, n.backends, n.grants = prev.meters, prev.backends, prev.grants
+		return fmt.Errorf("reload: %w", err)
+	}
+	n.closeUnshared(ctx, prev, n)
+	kept := *cfg
+	kept.Steward, kept.Listen = n.cfg.Steward, n.cfg.Listen
+	kept.Grants.Policy, kept.Metering.OnMeterFailure = n.cfg.Grants.Policy, n.cfg.Metering.OnMeterFailure
+	n.cfg = &kept
+	n.log.Info("reloaded", "backends", len(n.backends), "meters", len(n.meters), "trusted_issuers", n.grants != nil)
+	return nil
+}
+
+// closeUnshared stops the engines and meters of from that to does not use.
+func (n *Node) closeUnshared(ctx context.Context, from, to *Node) {
+	for _, b := range from.backends {
+		if b.sub == nil {
+			continue
+		}
+		if !slices.ContainsFunc(to.backends, func(o *Backend) bool { return o.sub == b.sub }) {
+			if err := b.stop(ctx); err != nil {
+				n.log.Warn("stopping engine", "backend", b.Config.Name, "err", err)
+			}
+		}
+	}
+	for name, m := range from.meters {
+		if o, ok := to.meters[name]; !ok || o != m {
+			m.Meter.Close()
+		}
+	}
+}
+
+// Alive reports whether the node can still serve: the receipt log and the
+// ledger accept writes, and every meter's sampler is running. The
+// watchdog is fed only while it returns nil.
+func (n *Node) Alive() error {
+	if err := n.Stores.Ledger.Err(); err != nil {
+		return err
+	}
+	for _, m := range n.Meters() {
+		if !m.Meter.Running() {
+			return fmt.Errorf("meter %q: sampler stopped", m.Config.Name)
+		}
+	}
+	return nil
+}
+
+// Close stops the engines and meters, then makes the ledger and the log
+// durable and closes them. It is safe on a partly opened node.
+func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var errs []error
+	for _, b := range n.backends {
+		if err := b.stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("backend %q: %w", b.Config.Name, err))
+		}
+	}
+	for _, m := range n.meters {
+		m.Meter.Close()
+	}
+	n.backends, n.meters = nil, map[string]*Meter{}
+	if n.Stores != nil {
+		if err := n.Stores.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		n.Stores = nil
+	}
+	return errors.Join(errs...)
+}
+
+// loadOrCreateKey reads the steward key, creating it (mode 0600) at first
+// start: a new node has no identity until it makes one, and the log it
+// opens next is bound to that key.
+func loadOrCreateKey(path string, log *slog.Logger) (*steward.Key, error) {
+	k, err := steward.LoadKeyFile(path)
+	if err == nil {
+		return k, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("steward key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("steward key: %w", err)
+	}
+	if k, err = steward.GenerateKey(rand.Reader); err != nil {
+		return nil, err
+	}
+	if err := steward.WriteKeyFile(path, k); err != nil {
+		return nil, fmt.Errorf("steward key: %w", err)
+	}
+	log.Info("created a new steward key", "path", path, "steward", k.ID())
+	return k, nil
+}
+
+// Trusted is the public key of the node's steward, for verifying its log.
+func (n *Node) Trusted() ed25519.PublicKey { return n.Key.Public() }

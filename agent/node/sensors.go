@@ -1,0 +1,90 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"periph.io/x/conn/v3/i2c/i2creg"
+	"periph.io/x/conn/v3/physic"
+	"periph.io/x/host/v3"
+
+	"meshd/agent/config"
+	"meshd/drivers"
+	"meshd/drivers/hwmon"
+	"meshd/drivers/ina219"
+	"meshd/drivers/ina226"
+	"meshd/drivers/nvml"
+	"meshd/drivers/serialmeter"
+	"meshd/rapl"
+)
+
+// OpenSensor opens the sensor a [[meter]] table describes with the real
+// drivers. clock is the drivers' clock; nil is the system's.
+func OpenSensor(ctx context.Context, m config.Meter, clock drivers.Clock) (drivers.Sensor, error) {
+	switch m.Driver {
+	case "ina226", "ina219":
+		preset, err := inaPreset(m.Preset)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := host.Init(); err != nil {
+			return nil, fmt.Errorf("init I2C host drivers: %w", err)
+		}
+		bus, err := i2creg.Open(m.Bus)
+		if err != nil {
+			return nil, fmt.Errorf("open I2C bus %q: %w", m.Bus, err)
+		}
+		var s drivers.Sensor
+		if m.Driver == "ina226" {
+			s, err = ina226.Open(bus, uint16(m.Address), ina226.Config{ShuntMicroOhms: m.ShuntUOhm, MaxCurrentUA: m.MaxCurrentUA(),
+				Preset: preset, BusTolerance: m.BusTolerance, Clock: clock})
+		} else {
+			s, err = ina219.Open(bus, uint16(m.Address), ina219.Config{ShuntMicroOhms: m.ShuntUOhm, MaxCurrentUA: m.MaxCurrentUA(),
+				Preset: preset, BusTolerance: m.BusTolerance, Clock: clock})
+		}
+		if err != nil {
+			bus.Close()
+			return nil, err
+		}
+		return s, nil
+	case "hwmon":
+		rails, err := hwmon.Discover(m.HwmonRoot)
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, r := range rails {
+			bare := fmt.Sprintf("%s/%s:%d", filepath.Base(r.Dir), r.Chip, r.Channel)
+			if r.Label == m.Rail || r.String() == m.Rail || bare == m.Rail {
+				return hwmon.Open(r, hwmon.Options{Clock: clock, ShuntMicroOhms: m.ShuntUOhm})
+			}
+			names = append(names, r.String())
+		}
+		return nil, fmt.Errorf("no hwmon rail %q (found: %s)", m.Rail, strings.Join(names, ", "))
+	case "rapl":
+		return rapl.Open(m.Zone, rapl.Config{Clock: clock, Root: m.PowercapRoot})
+	case "nvml":
+		return nvml.Open(m.GPU, nvml.Config{Clock: clock})
+	case "um":
+		return serialmeter.OpenUM(ctx, serialmeter.UMConfig{Path: m.Device, Clock: clock})
+	case "line":
+		return serialmeter.OpenLine(serialmeter.LineConfig{Path: m.Device, MaxPower: physic.Power(m.MaxMW) * physic.MilliWatt, Clock: clock})
+	}
+	return nil, fmt.Errorf("unknown meter driver %q", m.Driver)
+}
+
+func inaPreset(name string) (ina226.Preset, error) {
+	switch name {
+	case "", "precise":
+		return ina226.PresetPrecise, nil
+	case "fast":
+		return ina226.PresetFast, nil
+	case "kernel":
+		return ina226.PresetKernel, nil
+	case "shunt-only":
+		return ina226.PresetShuntOnly, nil
+	}
+	return 0, fmt.Errorf("unknown preset %q (want precise, fast, kernel or shunt-only)", name)
+}

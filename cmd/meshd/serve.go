@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"meshd/agent/api"
+	"meshd/agent/config"
+	"meshd/agent/node"
+	"meshd/systemd"
+	"meshd/wire"
+)
+
+const defaultConfig = "/etc/meshd/meshd.toml"
+
+// checkConfig is `meshd check-config`: every problem of the file, with its
+// line, and a non-zero exit when there is one.
+func checkConfig(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", defaultConfig, "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	if _, err := cfg.Grants.Keys(); err != nil {
+		return fmt.Errorf("%s: trusted issuers: %w", *path, err)
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d backends, %d meters)\n", *path, len(cfg.Backends), len(cfg.Meters))
+	return nil
+}
+
+// newLogger makes the daemon's structured log on w. Under systemd
+// (JOURNAL_STREAM set) the journal stamps each line, so slog's own time is
+// left out.
+func newLogger(w io.Writer, c config.Log, getenv func(string) string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Level))
+	o := &slog.HandlerOptions{Level: lvl}
+	if getenv("JOURNAL_STREAM") != "" {
+		o.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// daemon is one running `meshd serve`.
+type daemon struct {
+	path     string
+	log      *slog.Logger
+	notify   *systemd.Notifier
+	node     *node.Node
+	api      *api.Server
+	servers  []*http.Server
+	unixPath string
+	ready    chan struct{} // closed once READY=1 is sent (tests wait on it)
+	addrs    []net.Addr
+}
+
+// serveHooks let tests see the daemon's listeners and run it with a fake
+// notify socket; the zero hooks change nothing.
+type serveHooks struct {
+	getenv  func(string) string
+	started func(*daemon)
+	opts    node.Options
+	// tick drives the watchdog one check at a time (nil: a ticker).
+	tick func(time.Duration) <-chan time.Time
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runServeWith(ctx, args, stderr, serveHooks{})
+}
+
+// runServeWith is `meshd serve`: open the node, listen, tell systemd it is
+// ready, feed the watchdog while alive, reload on SIGHUP and drain on
+// SIGTERM or SIGINT (or ctx's end).
+func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks serveHooks) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", defaultConfig, "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	getenv := hooks.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	d := &daemon{path: *path, log: newLogger(stderr, cfg.Log, getenv), notify: systemd.NewNotifier(getenv), ready: make(chan struct{})}
+	d.notify.Tick = hooks.tick
+	var current atomic.Pointer[node.Node]
+	metrics := api.NewMetrics(current.Load)
+	opts := hooks.opts
+	opts.Logger, opts.Metrics = d.log, metrics
+	_ = d.notify.Status("opening the receipt log, the ledger, the meters and the engines")
+	n, err := node.Open(ctx, cfg, opts)
+	if err != nil {
+		d.log.Error("cannot start", "err", err)
+		return err
+	}
+	d.node = n
+	current.Store(n)
+	d.api = api.New(n, api.Options{
+		Defaults: api.Defaults{FidelityFloor: wire.Fidelity(cfg.Defaults.FidelityFloor), JouleCeilingUJ: cfg.Defaults.JouleCeilingUJ,
+			MaxTokens: cfg.Defaults.MaxTokens},
+		MaxBodyBytes: cfg.Listen.MaxBodyBytes,
+		ServeTimeout: time.Duration(cfg.Listen.ServeTimeout),
+		MaxInFlight:  cfg.Listen.MaxInFlight,
+		Logger:       d.log,
+		Metrics:      metrics,
+	})
+	lns, err := d.listen(cfg.Listen)
+	if err != nil {
+		n.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		hs := d.api.HTTPServer(time.Duration(cfg.Listen.ReadHeaderTimeout), time.Duration(cfg.Listen.ReadTimeout), time.Duration(cfg.Listen.IdleTimeout))
+		d.servers = append(d.servers, hs)
+		d.addrs = append(d.addrs, ln.Addr())
+		go func() {
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("listener %s: %w", ln.Addr(), err)
+			}
+		}()
+		d.log.Info("listening", "addr", ln.Addr().String(), "network", ln.Addr().Network())
+	}
+	status := fmt.Sprintf("serving %d backends, %d meters, %d receipts in the chain", len(n.Backends()), len(n.Meters()), n.Stores.Log.Durable())
+	if err := d.notify.Ready(status); err != nil {
+		d.log.Warn("telling systemd we are ready", "err", err)
+	}
+	close(d.ready)
+	if hooks.started != nil {
+		hooks.started(d)
+	}
+
+	wctx, stopWatchdog := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.notify.Watchdog(wctx, d.alive, func(err error) {
+			d.log.Error("watchdog not fed: the serve path or a meter is stalled; systemd will restart meshd", "err", err)
+		})
+	}()
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-errc:
+			runErr = err
+			d.log.Error("listener failed; stopping", "err", err)
+			break loop
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				d.reload(ctx)
+				continue
+			}
+			d.log.Info("stopping", "signal", sig.String())
+			break loop
+		}
+	}
+	stopWatchdog()
+	wg.Wait()
+	if err := d.shutdown(time.Duration(cfg.Listen.ShutdownTimeout)); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// alive is what feeds the watchdog: the node's log, ledger and meters,
+// and no serve running past its deadline.
+func (d *daemon) alive() error {
+	if err := d.node.Alive(); err != nil {
+		return err
+	}
+	return d.api.Stuck(30 * time.Second)
+}
+
+func (d *daemon) listen(c config.Listen) ([]net.Listener, error) {
+	var lns []net.Listener
+	fail := func(err error) ([]net.Listener, error) {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return nil, err
+	}
+	for _, a := range c.TCP {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return fail(fmt.Errorf("listen on %s: %w", a, err))
+		}
+		lns = append(lns, ln)
+	}
+	if c.Unix != "" {
+		// A socket file left by a killed meshd would make the bind fail;
+		// anything else at that path is not ours to remove.
+		if fi, err := os.Lstat(c.Unix); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			if conn, err := net.Dial("unix", c.Unix); err == nil {
+				conn.Close()
+				return fail(fmt.Errorf("listen on %s: another process is serving on it", c.Unix))
+			}
+			os.Remove(c.Unix)
+		}
+		ln, err := net.Listen("unix", c.Unix)
+		if err != nil {
+			return fail(fmt.Errorf("listen on %s: %w", c.Unix, err))
+		}
+		if err := os.Chmod(c.Unix, 0o660); err != nil {
+			ln.Close()
+			return fail(err)
+		}
+		d.unixPath = c.Unix
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// reload rereads the configuration and applies what may change while
+// running; a bad file changes nothing.
+func (d *daemon) reload(ctx context.Context) {
+	_ = d.notify.Reloading()
+	defer d.notify.Ready("reloaded")
+	cfg, err := config.Load(d.path)
+	if err != nil {
+		d.log.Error("reload refused: the configuration has problems; keeping the running one", "err", err)
+		return
+	}
+	if err := d.node.Reload(ctx, cfg); err != nil {
+		d.log.Error("reload failed; keeping the running configuration", "err", err)
+	}
+}
+
+// shutdown stops accepting, lets in-flight serves finish or fail within
+// timeout (their contexts are cancelled at the deadline, so a serve cut
+// short seals nothing), then stops the engines and meters and makes the
+// log durable.
+func (d *daemon) shutdown(timeout time.Duration) error {
+	_ = d.notify.Stopping("draining in-flight serves")
+	d.api.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errs []error
+	var wg sync.WaitGroup
+	for _, hs := range d.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := hs.Shutdown(ctx); err != nil {
+				// Past the drain deadline: cut the remaining connections,
+				// which cancels their serves.
+				hs.Close()
+				d.log.Warn("drain deadline passed; in-flight serves cancelled", "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Handlers cut off by Close still finish their unwinding (releasing
+	// grant holds, sealing nothing); the log stays open until they have.
+	for t := time.Now(); d.api.InFlight() > 0 && time.Since(t) < 10*time.Second; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d.unixPath != "" {
+		os.Remove(d.unixPath)
+	}
+	if err := d.node.Close(context.Background()); err != nil {
+		errs = append(errs, err)
+		d.log.Error("closing", "err", err)
+	} else {
+		d.log.Info("stopped cleanly: log synced, engines stopped")
+	}
+	return errors.Join(errs...)
+}
+
+// describeProblems prints a config's problems one per line.
+func describeProblems(err error) string {
+	var p *config.Problems
+	if errors.As(err, &p) {
+		return strings.TrimRight(p.Error(), "\n")
+	}
+	return err.Error()
+}

@@ -1,0 +1,124 @@
+package steward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// indexEvery is how many records apart the in-memory read index marks a
+// record's place: reads seek to the nearest mark at or before what they
+// want and scan forward at most that many frames.
+const indexEvery = 64
+
+// readIndex remembers where some records start, so that paging through
+// the log does not rescan a whole segment per page.
+type readIndex struct {
+	mu   sync.Mutex
+	mark map[uint64]place // sequence (a multiple of indexEvery) → where it starts
+}
+
+type place struct {
+	seg uint64 // first sequence of its segment
+	off int64  // offset of its frame
+}
+
+func (x *readIndex) note(seq, seg uint64, off int64) {
+	if seq%indexEvery != 0 {
+		return
+	}
+	x.mu.Lock()
+	if x.mark == nil {
+		x.mark = map[uint64]place{}
+	}
+	x.mark[seq] = place{seg, off}
+	x.mu.Unlock()
+}
+
+func (x *readIndex) near(seq uint64) (uint64, place, bool) {
+	m := seq - seq%indexEvery
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	p, ok := x.mark[m]
+	return m, p, ok
+}
+
+// errEnough stops a scan once a page is full.
+var errEnough = errors.New("enough")
+
+// Durable returns how many records are durable: every record with a lower
+// sequence has been acknowledged to its sealer and can be read.
+func (l *Log) Durable() uint64 { return l.acked.Load() }
+
+// Range returns the envelopes of up to limit durable records starting at
+// sequence from, in order; fewer (or none) when the log ends sooner. It
+// reads the segment files, so it runs beside appends without holding them
+// up, and returns the bytes exactly as sealed.
+func (l *Log) Range(ctx context.Context, from uint64, limit int) ([][]byte, error) {
+	end := l.Durable()
+	if limit <= 0 || from >= end {
+		return nil, nil
+	}
+	to := min(end, from+uint64(limit))
+	segs, err := listSegments(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read receipts: %w", err)
+	}
+	var out [][]byte
+	for from < to {
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].first > from }) - 1
+		if i < 0 {
+			return nil, fmt.Errorf("read receipts: no segment holds sequence %d", from)
+		}
+		seg := segs[i]
+		got, err := l.readSegment(ctx, seg, from, to)
+		if err != nil {
+			return nil, err
+		}
+		if len(got) == 0 {
+			return nil, fmt.Errorf("read receipts: segment %s does not hold sequence %d", filepath.Base(seg.path), from)
+		}
+		out = append(out, got...)
+		from += uint64(len(got))
+	}
+	return out, nil
+}
+
+// readSegment reads the records [from, to) that lie in seg, starting at
+// the nearest indexed place.
+func (l *Log) readSegment(ctx context.Context, seg segment, from, to uint64) ([][]byte, error) {
+	f, err := os.Open(seg.path)
+	if err != nil {
+		return nil, fmt.Errorf("read receipts: %w", err)
+	}
+	defer f.Close()
+	var out [][]byte
+	visit := func(index uint64, off int64, body []byte) error {
+		seq := seg.first + index
+		l.index.note(seq, seg.first, off)
+		if seq >= to {
+			return errEnough
+		}
+		if seq >= from {
+			out = append(out, body)
+		}
+		return nil
+	}
+	if m, p, ok := l.index.near(from); ok && p.seg == seg.first && m >= seg.first {
+		if _, err := f.Seek(p.off, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("read receipts: %w", err)
+		}
+		_, err = segFormat.ScanFrom(ctx, f, p.off, m-seg.first, visit)
+	} else {
+		_, err = segFormat.Scan(ctx, f, visit)
+	}
+	if err != nil && !errors.Is(err, errEnough) {
+		return nil, fmt.Errorf("read receipts from %s: %w", filepath.Base(seg.path), err)
+	}
+	return out, nil
+}
