@@ -23,12 +23,17 @@ var matMulKernels = true
 // kernels.
 func MatMul(p *Pool, m *Matrix, out, x []float32, T int, qx []*QVec) {
 	const tile = 16 // rows per tile: a few KiB of weights stay in L1/L2
+	var tp *tokenPack
+	if T >= 2 && qx != nil && matMulKernels {
+		tp = m.packTokens(T, qx)
+		defer tp.release()
+	}
 	p.For(m.Rows, max(tile, (16<<10)/max(m.rowBytes, 1))&^(tile-1), func(lo, hi int) {
 		for r0 := lo; r0 < hi; r0 += tile {
 			r1 := min(r0+tile, hi)
 			t0 := 0
 			if T >= 2 && qx != nil && matMulKernels {
-				t0 = m.mulTokens(r0, r1, out, T, qx)
+				t0 = m.mulTokens(r0, r1, out, T, qx, tp)
 			}
 			for t := t0; t < T; t++ {
 				xt := x[t*m.Cols : (t+1)*m.Cols]

@@ -2,7 +2,14 @@
 
 package kernels
 
-import "meshd/engine/runner/gguf"
+import (
+	"math"
+	"sync"
+
+	"golang.org/x/sys/cpu"
+
+	"meshd/engine/runner/gguf"
+)
 
 // mmQ8Args is what the Q8_0 multi-token kernel reads for its four
 // tokens: quants, scales and the output position of the first row of
@@ -23,6 +30,91 @@ type mmKArgs struct {
 	out [4]*float32
 	bs  [4]*int16
 	dk  [4]*float32
+}
+
+// mmK8Args is what the eight-token Q4_K kernel reads: the tokens'
+// quants, their output positions (advanced as the kernel stores) and
+// the packed token data of the group (tokenPack).
+type mmK8Args struct {
+	q   [8]*int8
+	out [8]*float32
+	pk  *int16
+}
+
+// mulQ4Kx8AVX2 computes n Q4_K rows (rowBytes apart from w, nb
+// super-blocks each) against the eight tokens of a, storing row r of
+// token t at a.out[t][r].
+//
+//go:noescape
+func mulQ4Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
+
+// mulQ4Kx8AVX512 is mulQ4Kx8AVX2 with AVX-512 (BW and VNNI).
+//
+//go:noescape
+func mulQ4Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
+
+// hasAVX512 selects the AVX-512 multi-token kernels: 64-byte integer
+// products (BW) with the multiply-add of VNNI. The tests turn it off to
+// run the AVX2 kernels too.
+var hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI
+
+// k8Words is the packed data of eight tokens per super-block, in int16
+// words: the pair sums of their bsums (8 × 8) and their scales dₐ (8
+// float32, two words each).
+const k8Words = 80
+
+// tokenPack is what a product's multi-token kernels read of the tokens
+// alone, computed once per MatMul rather than once per row tile: for the
+// eight-token Q4_K kernel, per group of eight tokens and super-block,
+// the tokens' bsum pair sums and scales (see matmul8_amd64.s).
+type tokenPack struct {
+	k8 []int16
+}
+
+var tokenPacks = sync.Pool{New: func() any { return new(tokenPack) }}
+
+// packTokens prepares the tokenPack of a product of m with T tokens, or
+// returns nil when m's multi-token kernels need none.
+func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
+	if !hasAVX2 || m.Type != gguf.Q4_K || T < 8 {
+		return nil
+	}
+	nb := m.Cols / qkK
+	groups := T / 8
+	tp := tokenPacks.Get().(*tokenPack)
+	if cap(tp.k8) < groups*nb*k8Words {
+		tp.k8 = make([]int16, groups*nb*k8Words)
+	}
+	pk := tp.k8[:groups*nb*k8Words]
+	for g := range groups {
+		for i := range 8 {
+			v := qx[8*g+i]
+			m.needK(v)
+			bs, dk := v.BS[:nb*16], v.DK[:nb]
+			// Token i's pair sums go to row i%4 of the 32-byte rows,
+			// half i/4.
+			o := g*nb*k8Words + (i%4)*16 + (i/4)*8
+			for b := range nb {
+				ps := (*[8]int16)(pk[o+b*k8Words:])
+				s := (*[16]int16)(bs[16*b:])
+				for j := range ps {
+					ps[j] = s[2*j] + s[2*j+1]
+				}
+				bits := math.Float32bits(dk[b])
+				f := g*nb*k8Words + b*k8Words + 64 + 2*i
+				pk[f], pk[f+1] = int16(uint16(bits)), int16(uint16(bits>>16))
+			}
+		}
+	}
+	tp.k8 = pk
+	return tp
+}
+
+// release returns tp, which may be nil, for reuse.
+func (tp *tokenPack) release() {
+	if tp != nil {
+		tokenPacks.Put(tp)
+	}
 }
 
 // mulQ8_0x2x4AVX2 computes pairs·2 rows (rowBytes apart from w, nb
@@ -52,8 +144,9 @@ func mulQ4_0x2x4AVX2(w *byte, rowBytes, nb, pairs int, a *mmQ8Args)
 
 // mulTokens computes rows [r0, r1) of out for tokens [0, k) with the
 // multi-token kernel of m's type and returns k: 0 where there is none
-// (then MatMul runs every token through the row kernels).
-func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec) int {
+// (then MatMul runs every token through the row kernels). tp is
+// packTokens' result for the product.
+func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	if !hasAVX2 || T < 2 {
 		return 0
 	}
@@ -61,7 +154,7 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec) int {
 	case gguf.Q8_0:
 		return m.mulQ8_0(r0, r1, out, T, qx)
 	case gguf.Q4_K:
-		return m.mulQ4K(r0, r1, out, T, qx)
+		return m.mulQ4K(r0, r1, out, T, qx, tp)
 	case gguf.Q4_0:
 		return m.mulQ4_0(r0, r1, out, T, qx)
 	}
@@ -110,7 +203,10 @@ func (m *Matrix) mulPairs(r0, r1 int, out []float32, T int, qx []*QVec, kernel f
 	return done
 }
 
-func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec) int {
+// mulQ4K runs the eight-token kernel over the full groups of eight
+// tokens (those tp packs), then the two-row × four-token kernel over
+// the rest in groups of up to four.
+func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	nb := m.Cols / qkK
 	n := r1 - r0
 	if n == 0 || nb == 0 {
@@ -120,8 +216,26 @@ func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec) int {
 	rb := m.rowBytes
 	_ = m.Data[r1*rb-1]
 	done := 0
+	if tp != nil {
+		var a8 mmK8Args
+		for g := 0; g < len(tp.k8)/(nb*k8Words); g++ {
+			for i := range 8 {
+				v := qx[8*g+i]
+				_ = v.QK[nb*qkK-1]
+				o := out[(8*g+i)*m.Rows+r0 : (8*g+i)*m.Rows+r1]
+				a8.q[i], a8.out[i] = &v.QK[0], &o[0]
+			}
+			a8.pk = &tp.k8[g*nb*k8Words]
+			if hasAVX512 {
+				mulQ4Kx8AVX512(&m.Data[r0*rb], rb, nb, n, &a8)
+			} else {
+				mulQ4Kx8AVX2(&m.Data[r0*rb], rb, nb, n, &a8)
+			}
+			done = 8 * (g + 1)
+		}
+	}
 	var a mmKArgs
-	for t := 0; t+2 <= T; t += 4 {
+	for t := done; t+2 <= T; t += 4 {
 		k := min(4, T-t)
 		for i := range 4 {
 			tk := t + min(i, k-1)

@@ -4,4 +4,18 @@ package kernels
 
 // mulTokens: the multi-token kernels exist only for amd64; MatMul runs
 // every token through the one-token row kernels.
-func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec) int { return 0 }
+func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
+	return 0
+}
+
+// hasAVX512: the AVX-512 kernels exist only for amd64.
+var hasAVX512 = false
+
+// tokenPack: no kernel here reads packed token data.
+type tokenPack struct{}
+
+// packTokens has nothing to pack.
+func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack { return nil }
+
+// release does nothing.
+func (tp *tokenPack) release() {}

@@ -10,11 +10,25 @@ import (
 
 // TestMatMulKernels: MatMul with the multi-token kernels gives, for
 // every type, every batch of 1 to 9 tokens (full groups of four, padded
-// groups of two or three, a last single token), row counts that leave
+// groups of two or three, a last single token) and batches of 16 and 19
+// (groups of eight, then four and the rest), row counts that leave
 // partial tiles and an odd row, and pools of one and two workers, the
 // per-token MatVec results, and the same results as MatMul with the
-// multi-token kernels turned off (the portable path).
+// multi-token kernels turned off (the portable path). Where the CPU has
+// the AVX-512 kernels it runs with them and again with the AVX2 ones.
 func TestMatMulKernels(t *testing.T) {
+	wide := hasAVX512
+	defer func() { hasAVX512 = wide }()
+	for _, on := range []bool{false, true} {
+		if on && !wide {
+			continue
+		}
+		hasAVX512 = on
+		testMatMulKernels(t)
+	}
+}
+
+func testMatMulKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(51, 52))
 	const cols = 512
 	defer func() { matMulKernels = true }()
@@ -28,7 +42,7 @@ func TestMatMulKernels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for T := 1; T <= 9; T++ {
+			for _, T := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 19} {
 				x := randVec(r, T*cols, 1)
 				var qx []*QVec
 				if m.Quantized() {
@@ -39,7 +53,10 @@ func TestMatMulKernels(t *testing.T) {
 					}
 				}
 				if hasAVX2 && T >= 2 && rows >= 2 && (typ == gguf.Q8_0 || typ == gguf.Q4_0 || typ == gguf.Q4_K) {
-					if k := m.mulTokens(0, rows, make([]float32, T*rows), T, qx); k != T&^1 && k != T {
+					tp := m.packTokens(T, qx)
+					k := m.mulTokens(0, rows, make([]float32, T*rows), T, qx, tp)
+					tp.release()
+					if k != T&^1 && k != T {
 						t.Fatalf("%s rows=%d T=%d: multi-token kernel took %d tokens", typ, rows, T, k)
 					}
 				}

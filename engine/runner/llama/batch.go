@@ -52,16 +52,16 @@ func (s *State) batchScratch() *batch {
 		hb: make([]float32, n*m.FF), hb2: make([]float32, n*m.FF),
 		cos: make([]float32, n*m.NRot/2), sin: make([]float32, n*m.NRot/2),
 	}
-	if s.qDim != nil {
-		b.qDim = make([]*kernels.QVec, n)
-		for i := range b.qDim {
-			b.qDim[i] = kernels.NewQVec(m.Dim)
+	if s.qDim != nil || s.qFF != nil {
+		b.qDim, b.qFF = make([]*kernels.QVec, n), make([]*kernels.QVec, n)
+		for i := range n {
+			b.qDim[i], b.qFF[i] = m.newActivations()
 		}
-	}
-	if s.qFF != nil {
-		b.qFF = make([]*kernels.QVec, n)
-		for i := range b.qFF {
-			b.qFF[i] = kernels.NewQVec(m.FF)
+		if s.qDim == nil {
+			b.qDim = nil
+		}
+		if s.qFF == nil {
+			b.qFF = nil
 		}
 	}
 	b.attn.s = s

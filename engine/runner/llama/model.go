@@ -83,6 +83,10 @@ type Model struct {
 	layers  []layer
 	outNorm []float32
 	output  *kernels.Matrix
+	// The matrices that read the Dim-long activation (normed hidden
+	// state, attention output) and the FF-long one: the forms of their
+	// quantised activations follow from these (newActivations).
+	dimReaders, ffReaders []*kernels.Matrix
 	// invFreq[i] is the rope angle per position of pair i:
 	// base^(−2i/NRot) · RopeFreqScale / rope_freqs[i].
 	invFreq []float64
@@ -271,6 +275,11 @@ func Load(f *gguf.File) (*Model, error) {
 			return nil, fmt.Errorf("llama: quantised matrix with %d columns", mt.Cols)
 		}
 	}
+	for _, l := range m.layers {
+		m.dimReaders = append(m.dimReaders, l.q, l.k, l.v, l.o, l.gate, l.up)
+		m.ffReaders = append(m.ffReaders, l.down)
+	}
+	m.dimReaders = append(m.dimReaders, m.output)
 	return m, nil
 }
 

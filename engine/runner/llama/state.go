@@ -72,12 +72,7 @@ func (m *Model) NewState(nCtx int, pool *kernels.Pool) (*State, error) {
 		cos: make([]float32, m.NRot/2), sin: make([]float32, m.NRot/2),
 		scores: make([]float32, m.Heads*nCtx),
 	}
-	if m.Dim%32 == 0 {
-		s.qDim = kernels.NewQVec(m.Dim)
-	}
-	if m.FF%32 == 0 {
-		s.qFF = kernels.NewQVec(m.FF)
-	}
+	s.qDim, s.qFF = m.newActivations()
 	s.qkv = kernels.MatVecs{X: s.xb, QX: s.qDim, Prods: make([]kernels.Product, 3)}
 	s.gateUp = kernels.MatVecs{X: s.xb, QX: s.qDim, Prods: []kernels.Product{{Out: s.hb}, {Out: s.hb2}}}
 	s.one = kernels.MatVecs{Prods: make([]kernels.Product, 1)}
@@ -89,6 +84,22 @@ func (m *Model) NewState(nCtx int, pool *kernels.Pool) (*State, error) {
 		s.v[l] = make([]float32, nCtx*kvDim)
 	}
 	return s, nil
+}
+
+// newActivations allocates the quantised forms of a Dim-long and an
+// FF-long activation, each with only the forms its readers need (the
+// K-quants read the 256-value form, the other quantised types the
+// 32-value one): quantising a form no matrix reads would cost a decode
+// step time for nothing. Either is nil where no reader is quantised or
+// the length does not split into blocks.
+func (m *Model) newActivations() (dim, ff *kernels.QVec) {
+	if m.Dim%32 == 0 {
+		dim = kernels.NewActivation(m.Dim, m.dimReaders...)
+	}
+	if m.FF%32 == 0 {
+		ff = kernels.NewActivation(m.FF, m.ffReaders...)
+	}
+	return dim, ff
 }
 
 // Ctx is the number of positions the cache holds.

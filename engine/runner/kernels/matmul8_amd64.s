@@ -1,0 +1,342 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Q4_K, one row × eight tokens. A row's nibbles are unpacked once per
+// super-block and applied to eight tokens, whose quants are memory
+// operands of VPMADDUBSW: with one row no activation load is shared, so
+// each token costs three instructions per sub-block (product, scale,
+// add), fewer than the two-row × four-token kernel's three and a half,
+// and the per-super-block work (scales, integer reductions, the float
+// combine) is spread over eight tokens instead of four.
+//
+// What depends on the tokens alone is packed once per product by the Go
+// side (mulQ4K8): per super-block the pair sums of each token's bsums
+// (eight int16; tokens 0 and 4, 1 and 5, 2 and 6, 3 and 7 share a 32-byte
+// row so that VPMADDWD against the mins and two VPHADDD rounds leave the
+// eight tokens' msums in token order) and the eight tokens' dₐ.
+//
+// Per super-block and token the sums are the exact integers of the other
+// kernels, combined in float lane by lane with the roundings of kCombine:
+// sum + (float(d·dₐ)·float(isum) − float(dmin·dₐ)·float(msum)).
+//
+// Registers: Y0-Y7 isum lanes of tokens 0-7; Y8, Y9 low and high
+// nibbles of 64 values; Y10, Y11 their sub-block scales; Y12, Y13
+// products; Y14 bytes 0x0F; Y15 the eight sums. Pointers: DI, R8, R11,
+// R12, R13, R14, BX, DX the tokens' quants (at offset AX, 256 per
+// super-block); R10 the super-block; SI the packed token data; R9 the
+// args. Stack: scales as int16 at 0-14, mins at 16-30.
+
+// The scale unpacking of ggml (utmp/kmask) on the three dwords u0-u2 of
+// the packed scales, four lanes at once: [u0, u2, u1, u2] shifted by
+// [0, 0, 0, 4] and masked gives the low bits of scales 0-3, 4-7 and
+// mins 0-3, 4-7; [u0, u0, u1, u1] shifted by 2 and masked gives the two
+// high bits of scales 4-7 and mins 4-7.
+DATA k4shift<>+0(SB)/4, $0
+DATA k4shift<>+4(SB)/4, $0
+DATA k4shift<>+8(SB)/4, $0
+DATA k4shift<>+12(SB)/4, $4
+GLOBL k4shift<>(SB), RODATA|NOPTR, $16
+
+DATA k4masklo<>+0(SB)/4, $0x3f3f3f3f
+DATA k4masklo<>+4(SB)/4, $0x0f0f0f0f
+DATA k4masklo<>+8(SB)/4, $0x3f3f3f3f
+DATA k4masklo<>+12(SB)/4, $0x0f0f0f0f
+GLOBL k4masklo<>(SB), RODATA|NOPTR, $16
+
+DATA k4maskhi<>+0(SB)/4, $0
+DATA k4maskhi<>+4(SB)/4, $0x30303030
+DATA k4maskhi<>+8(SB)/4, $0
+DATA k4maskhi<>+12(SB)/4, $0x30303030
+GLOBL k4maskhi<>(SB), RODATA|NOPTR, $16
+
+// Q4K8_TOKEN applies the 64 values in Y8 (sub-block 2j) and Y9
+// (sub-block 2j+1) to one token, its quants at off(q)(AX*1).
+#define Q4K8_TOKEN(q, off, acc) \
+	VPMADDUBSW off(q)(AX*1), Y8, Y12 \
+	VPMADDWD   Y10, Y12, Y12 \
+	VPADDD     Y12, acc, acc \
+	VPMADDUBSW off+32(q)(AX*1), Y9, Y13 \
+	VPMADDWD   Y11, Y13, Y13 \
+	VPADDD     Y13, acc, acc
+
+// Q4K8_PAIR applies sub-blocks 2j and 2j+1 to the eight tokens.
+#define Q4K8_PAIR(j) \
+	VMOVDQU      16+32*j(R10), Y8 \
+	VPSRLW       $4, Y8, Y9 \
+	VPAND        Y14, Y8, Y8 \
+	VPAND        Y14, Y9, Y9 \
+	VPBROADCASTW 4*j(SP), Y10 \
+	VPBROADCASTW 4*j+2(SP), Y11 \
+	Q4K8_TOKEN(DI, 64*j, Y0) \
+	Q4K8_TOKEN(R8, 64*j, Y1) \
+	Q4K8_TOKEN(R11, 64*j, Y2) \
+	Q4K8_TOKEN(R12, 64*j, Y3) \
+	Q4K8_TOKEN(R13, 64*j, Y4) \
+	Q4K8_TOKEN(R14, 64*j, Y5) \
+	Q4K8_TOKEN(BX, 64*j, Y6) \
+	Q4K8_TOKEN(DX, 64*j, Y7)
+
+// STORE8 writes lane i of X to token t's output and advances it.
+#define STORE8(t, X, i) \
+	MOVQ       64+8*t(R9), SI \
+	VEXTRACTPS $i, X, (SI) \
+	ADDQ       $4, 64+8*t(R9)
+
+// func mulQ4Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
+TEXT ·mulQ4Kx8AVX2(SB), NOSPLIT, $32-40
+	MOVQ a+32(FP), R9
+	MOVQ 0(R9), DI
+	MOVQ 8(R9), R8
+	MOVQ 16(R9), R11
+	MOVQ 24(R9), R12
+	MOVQ 32(R9), R13
+	MOVQ 40(R9), R14
+	MOVQ 48(R9), BX
+	MOVQ 56(R9), DX
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	MOVQ AX, X14
+	VPBROADCASTQ X14, Y14
+
+q4k8row:
+	MOVQ   w+0(FP), R10
+	MOVQ   128(R9), SI
+	MOVQ   nb+16(FP), CX
+	XORQ   AX, AX
+	VXORPS Y15, Y15, Y15
+
+q4k8block:
+	// Scales then mins as int16 on the stack.
+	VMOVDQU   4(R10), X8
+	VPSHUFD   $0x98, X8, X9
+	VPSRLVD   k4shift<>(SB), X9, X9
+	VPAND     k4masklo<>(SB), X9, X9
+	VPSHUFD   $0x50, X8, X8
+	VPSRLD    $2, X8, X8
+	VPAND     k4maskhi<>(SB), X8, X8
+	VPOR      X8, X9, X9
+	VPMOVZXBW X9, Y9
+	VMOVDQU   Y9, 0(SP)
+
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	Q4K8_PAIR(0)
+	Q4K8_PAIR(1)
+	Q4K8_PAIR(2)
+	Q4K8_PAIR(3)
+
+	// isum of tokens 0-7 into the lanes of Y0
+	VPHADDD    Y1, Y0, Y0
+	VPHADDD    Y3, Y2, Y2
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y7, Y6, Y6
+	VPHADDD    Y2, Y0, Y0
+	VPHADDD    Y6, Y4, Y4
+	VPERM2I128 $0x20, Y4, Y0, Y1
+	VPERM2I128 $0x31, Y4, Y0, Y2
+	VPADDD     Y2, Y1, Y0
+
+	// msum of tokens 0-7 into the lanes of Y1
+	VBROADCASTI128 16(SP), Y3
+	VPMADDWD       0(SI), Y3, Y4
+	VPMADDWD       32(SI), Y3, Y5
+	VPMADDWD       64(SI), Y3, Y6
+	VPMADDWD       96(SI), Y3, Y7
+	VPHADDD        Y5, Y4, Y4
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y4, Y1
+
+	VCVTPH2PS    (R10), X4
+	VBROADCASTSS X4, Y5
+	VMOVSHDUP    X4, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       128(SI), Y5, Y5
+	VCVTDQ2PS    Y0, Y8
+	VMULPS       Y8, Y5, Y5
+	VMULPS       128(SI), Y6, Y6
+	VCVTDQ2PS    Y1, Y8
+	VMULPS       Y8, Y6, Y6
+	VSUBPS       Y6, Y5, Y5
+	VADDPS       Y5, Y15, Y15
+
+	ADDQ $144, R10
+	ADDQ $256, AX
+	ADDQ $160, SI
+	DECQ CX
+	JNZ  q4k8block
+
+	VEXTRACTF128 $1, Y15, X13
+	STORE8(0, X15, 0)
+	STORE8(1, X15, 1)
+	STORE8(2, X15, 2)
+	STORE8(3, X15, 3)
+	STORE8(4, X13, 0)
+	STORE8(5, X13, 1)
+	STORE8(6, X13, 2)
+	STORE8(7, X13, 3)
+
+	MOVQ rowBytes+8(FP), R10
+	ADDQ R10, w+0(FP)
+	DECQ n+24(FP)
+	JNZ  q4k8row
+	VZEROUPPER
+	RET
+
+// Q4_K, one row × eight tokens with AVX-512 (BW and VNNI): the kernel
+// above on 64-value vectors. The integer multiplies are what bounds the
+// AVX2 kernel (a VPMADDUBSW and a VPMADDWD per 32 values and token);
+// here one VPMADDUBSW covers a pair of sub-blocks (the nibbles of 64
+// values: low nibbles in the low half, high nibbles in the high half,
+// matching the activation's order) and VPDPWSSD applies both sub-blocks'
+// scales and accumulates in one instruction. The integer sums are the
+// same, folded to the AVX2 kernel's lanes before the same reductions.
+// Registers as in the AVX2 kernel, Z0-Z7, Z8, Z10, Z12 and Z14 in their
+// full width.
+
+// Q4K16_PAIR applies sub-blocks 2j and 2j+1 to the eight tokens.
+#define Q4K16_PAIR(j) \
+	VMOVDQU      16+32*j(R10), Y8 \
+	VPSRLW       $4, Y8, Y9 \
+	VINSERTI64X4 $1, Y9, Z8, Z8 \
+	VPANDQ       Z14, Z8, Z8 \
+	VPBROADCASTW 4*j(SP), Y10 \
+	VPBROADCASTW 4*j+2(SP), Y11 \
+	VINSERTI64X4 $1, Y11, Z10, Z10 \
+	VPMADDUBSW   64*j(DI)(AX*1), Z8, Z12 \
+	VPDPWSSD     Z10, Z12, Z0 \
+	VPMADDUBSW   64*j(R8)(AX*1), Z8, Z12 \
+	VPDPWSSD     Z10, Z12, Z1 \
+	VPMADDUBSW   64*j(R11)(AX*1), Z8, Z12 \
+	VPDPWSSD     Z10, Z12, Z2 \
+	VPMADDUBSW   64*j(R12)(AX*1), Z8, Z12 \
+	VPDPWSSD     Z10, Z12, Z3 \
+	VPMADDUBSW   64*j(R13)(AX*1), Z8, Z12 \
+	VPDPWSSD     Z10, Z12, Z4 \
+	VPMADDUBSW   64*j(R14)(AX*1), Z8, Z12 \
+	VPDPWSSD     Z10, Z12, Z5 \
+	VPMADDUBSW   64*j(BX)(AX*1), Z8, Z12 \
+	VPDPWSSD     Z10, Z12, Z6 \
+	VPMADDUBSW   64*j(DX)(AX*1), Z8, Z12 \
+	VPDPWSSD     Z10, Z12, Z7
+
+// FOLD16 adds the high half of Z to its low half Y.
+#define FOLD16(Z, Y) \
+	VEXTRACTI64X4 $1, Z, Y12 \
+	VPADDD        Y12, Y, Y
+
+// func mulQ4Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
+TEXT ·mulQ4Kx8AVX512(SB), NOSPLIT, $32-40
+	MOVQ a+32(FP), R9
+	MOVQ 0(R9), DI
+	MOVQ 8(R9), R8
+	MOVQ 16(R9), R11
+	MOVQ 24(R9), R12
+	MOVQ 32(R9), R13
+	MOVQ 40(R9), R14
+	MOVQ 48(R9), BX
+	MOVQ 56(R9), DX
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	MOVQ AX, X14
+	VPBROADCASTQ X14, Z14
+
+q4k16row:
+	MOVQ   w+0(FP), R10
+	MOVQ   128(R9), SI
+	MOVQ   nb+16(FP), CX
+	XORQ   AX, AX
+	VXORPS Y15, Y15, Y15
+
+q4k16block:
+	VMOVDQU   4(R10), X8
+	VPSHUFD   $0x98, X8, X9
+	VPSRLVD   k4shift<>(SB), X9, X9
+	VPAND     k4masklo<>(SB), X9, X9
+	VPSHUFD   $0x50, X8, X8
+	VPSRLD    $2, X8, X8
+	VPAND     k4maskhi<>(SB), X8, X8
+	VPOR      X8, X9, X9
+	VPMOVZXBW X9, Y9
+	VMOVDQU   Y9, 0(SP)
+
+	// VEX-encoded zeroing clears the full registers.
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	Q4K16_PAIR(0)
+	Q4K16_PAIR(1)
+	Q4K16_PAIR(2)
+	Q4K16_PAIR(3)
+	FOLD16(Z0, Y0)
+	FOLD16(Z1, Y1)
+	FOLD16(Z2, Y2)
+	FOLD16(Z3, Y3)
+	FOLD16(Z4, Y4)
+	FOLD16(Z5, Y5)
+	FOLD16(Z6, Y6)
+	FOLD16(Z7, Y7)
+
+	VPHADDD    Y1, Y0, Y0
+	VPHADDD    Y3, Y2, Y2
+	VPHADDD    Y5, Y4, Y4
+	VPHADDD    Y7, Y6, Y6
+	VPHADDD    Y2, Y0, Y0
+	VPHADDD    Y6, Y4, Y4
+	VPERM2I128 $0x20, Y4, Y0, Y1
+	VPERM2I128 $0x31, Y4, Y0, Y2
+	VPADDD     Y2, Y1, Y0
+
+	VBROADCASTI128 16(SP), Y3
+	VPMADDWD       0(SI), Y3, Y4
+	VPMADDWD       32(SI), Y3, Y5
+	VPMADDWD       64(SI), Y3, Y6
+	VPMADDWD       96(SI), Y3, Y7
+	VPHADDD        Y5, Y4, Y4
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y6, Y4, Y1
+
+	VCVTPH2PS    (R10), X4
+	VBROADCASTSS X4, Y5
+	VMOVSHDUP    X4, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       128(SI), Y5, Y5
+	VCVTDQ2PS    Y0, Y8
+	VMULPS       Y8, Y5, Y5
+	VMULPS       128(SI), Y6, Y6
+	VCVTDQ2PS    Y1, Y8
+	VMULPS       Y8, Y6, Y6
+	VSUBPS       Y6, Y5, Y5
+	VADDPS       Y5, Y15, Y15
+
+	ADDQ $144, R10
+	ADDQ $256, AX
+	ADDQ $160, SI
+	DECQ CX
+	JNZ  q4k16block
+
+	VEXTRACTF128 $1, Y15, X13
+	STORE8(0, X15, 0)
+	STORE8(1, X15, 1)
+	STORE8(2, X15, 2)
+	STORE8(3, X15, 3)
+	STORE8(4, X13, 0)
+	STORE8(5, X13, 1)
+	STORE8(6, X13, 2)
+	STORE8(7, X13, 3)
+
+	MOVQ rowBytes+8(FP), R10
+	ADDQ R10, w+0(FP)
+	DECQ n+24(FP)
+	JNZ  q4k16row
+	VZEROUPPER
+	RET
