@@ -17,9 +17,19 @@ build:
 demo: build
 	./$(BIN)/meshd demo
 
-test: lint
+test: lint openai-deps
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race $(RACE)
+
+# The official OpenAI Node client that agent/api's TestOfficialOpenAIClient
+# drives: npm ci installs exactly test/openai/package-lock.json from the
+# registry, and only when the lock file is newer than the install (npm
+# writes node_modules/.package-lock.json), so later runs work offline.
+.PHONY: openai-deps
+openai-deps: test/openai/node_modules/.package-lock.json
+test/openai/node_modules/.package-lock.json: test/openai/package-lock.json test/openai/package.json
+	@command -v npm >/dev/null 2>&1 || { echo "openai-deps: npm not found; install Node.js >= 20 with npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix test/openai --no-audit --no-fund
 
 lint:
 	$(GO) vet $(PKGS)
@@ -28,6 +38,12 @@ lint:
 
 bench:
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCHTIME) $(PKGS)
+
+# The daemon's load test at full length: 200 keep-alive clients for 30 s
+# (cmd/meshd/load_test.go); `make test` runs it for 3 s.
+.PHONY: load-test
+load-test:
+	MESHD_LOAD_SECONDS=30 $(GO) test -count=1 -v -timeout 10m -run '^TestLoad200Clients$$' ./cmd/meshd/
 
 # Flaky tests are defects: run the whole suite STRESS_RUNS times in a row
 # while every CPU is kept busy, stopping at the first failing run. Not part
@@ -65,3 +81,60 @@ clean:
 .PHONY: test-arm64
 test-arm64:
 	GO=$(GO) ./scripts/test-arm64.sh
+
+# Install the binaries and everything systemd needs (systemd/README.md):
+#   make install DESTDIR=/tmp/root PREFIX=/usr
+# Paths follow Debian 12: units and udev rules under /lib, tmpfiles.d and
+# sysusers.d under /usr/lib. The unit's ExecStart follows BINDIR; the
+# configuration is always /etc/meshd (ConfigurationDirectory=), and an
+# existing /etc/meshd/meshd.toml is never overwritten. RAPL=no leaves out
+# the rules that let group meshd read the RAPL counters (a side-channel
+# trade-off, see systemd/meshd-powercap.conf).
+DESTDIR      ?=
+PREFIX       ?= /usr
+BINDIR       ?= $(PREFIX)/bin
+UNITDIR      ?= /lib/systemd/system
+UDEVRULESDIR ?= /lib/udev/rules.d
+TMPFILESDIR  ?= /usr/lib/tmpfiles.d
+SYSUSERSDIR  ?= /usr/lib/sysusers.d
+RAPL         ?= yes
+INSTALL      ?= install
+INSTALL_BUILD ?= $(BIN)/dist
+INSTALL_CMDS := meshd meshctl mesh-gguf
+
+.PHONY: install install-bin install-data check-systemd
+install: install-bin install-data
+	@echo "installed into $(if $(DESTDIR),$(DESTDIR),/). On the target, as root:"
+	@echo "  systemd-sysusers meshd.conf"
+	@[ "$(RAPL)" = no ] || echo "  systemd-tmpfiles --create meshd-powercap.conf"
+	@echo "  udevadm control --reload && udevadm trigger -s i2c-dev -s tty -s powercap"
+	@echo "  systemctl daemon-reload && systemctl enable --now meshd"
+
+install-bin:
+	$(GO) build -trimpath -o $(INSTALL_BUILD)/ $(addprefix ./cmd/,$(INSTALL_CMDS))
+	for c in $(INSTALL_CMDS); do \
+		$(INSTALL) -D -m 0755 $(INSTALL_BUILD)/$$c $(DESTDIR)$(BINDIR)/$$c || exit 1; \
+	done
+
+install-data:
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed 's|^ExecStart=/usr/bin/meshd |ExecStart=$(BINDIR)/meshd |' systemd/meshd.service > "$(DESTDIR)$(UNITDIR)/meshd.service"
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/meshd.service"
+	$(INSTALL) -D -m 0644 systemd/meshd.sysusers $(DESTDIR)$(SYSUSERSDIR)/meshd.conf
+	$(INSTALL) -D -m 0644 systemd/99-meshd.rules $(DESTDIR)$(UDEVRULESDIR)/99-meshd.rules
+	if [ "$(RAPL)" != no ]; then \
+		$(INSTALL) -D -m 0644 systemd/meshd-powercap.conf $(DESTDIR)$(TMPFILESDIR)/meshd-powercap.conf && \
+		$(INSTALL) -D -m 0644 systemd/99-meshd-powercap.rules $(DESTDIR)$(UDEVRULESDIR)/99-meshd-powercap.rules; \
+	fi
+	if [ -e "$(DESTDIR)/etc/meshd/meshd.toml" ]; then \
+		echo "keeping $(DESTDIR)/etc/meshd/meshd.toml"; \
+	else \
+		$(INSTALL) -D -m 0644 systemd/meshd.toml $(DESTDIR)/etc/meshd/meshd.toml; \
+	fi
+
+# systemd-analyze verify and security (exposure <= 2.0) of the unit, the
+# sysusers and tmpfiles entries applied to a scratch root, and the udev
+# rules where udevadm can verify them. Needs systemd-analyze (Debian:
+# apt-get install systemd).
+check-systemd:
+	GO=$(GO) ./scripts/check-systemd.sh

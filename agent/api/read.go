@@ -132,7 +132,8 @@ func (s *Server) backends(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"backends": out})
 }
 
-// meters is GET /v1/meters: each meter's live power, health and counters.
+// meters is GET /v1/meters: each meter's live power, health, counters,
+// the best provenance its kind supports and its newest sealed window.
 // Live power is the newest reading, for display: it measures no window.
 func (s *Server) meters(w http.ResponseWriter, r *http.Request) {
 	var out []map[string]any
@@ -141,13 +142,15 @@ func (s *Server) meters(w http.ResponseWriter, r *http.Request) {
 		st := m.Meter.Stats()
 		row := map[string]any{
 			"name": m.Config.Name, "driver": m.Config.Driver, "kind": info.Kind.String(),
-			"hardware": info.Kind.Hardware(), "period_ns": info.Period.Nanoseconds(),
-			"readings": st.Entries, "invalid": st.Invalid, "stalls": st.Stalls, "healthy": true,
+			"period_ns": info.Period.Nanoseconds(),
+			"readings":  st.Entries, "invalid": st.Invalid, "stalls": st.Stalls, "healthy": true,
 		}
+		// The best a window of this meter can be sealed as; each window's
+		// evidence decides what it actually is.
 		if info.Kind.Hardware() {
-			row["provenance"] = "HwShunt"
+			row["best_provenance"] = "HwShunt"
 		} else {
-			row["provenance"] = "ModelBased"
+			row["best_provenance"] = "ModelBased"
 		}
 		if uw, at, ok := m.Meter.Latest(); ok {
 			row["power_uw"] = uw
@@ -159,6 +162,17 @@ func (s *Server) meters(w http.ResponseWriter, r *http.Request) {
 		}
 		if st.LastErr != nil {
 			row["last_error"] = st.LastErr.Error()
+		}
+		if w, ok := s.node.LastWindow(m); ok {
+			lw := map[string]any{"sequence": w.Sequence, "backend": w.Backend, "provenance": w.Provenance,
+				"charged_uj": w.ChargedUJ, "window_ns": w.WindowNs}
+			if w.ErrorUJ != nil {
+				lw["error_uj"] = *w.ErrorUJ
+			}
+			if w.ServeNs != nil {
+				lw["serve_ns"] = *w.ServeNs
+			}
+			row["last_window"] = lw
 		}
 		out = append(out, row)
 	}

@@ -75,6 +75,36 @@ type Node struct {
 	meters   map[string]*Meter
 	backends []*Backend
 	grants   *grant.Authoriser
+
+	lastMu sync.Mutex
+	last   map[*shunt.Span]Window // the newest sealed window of each span
+}
+
+// Window is a span's newest sealed window, as its receipt states it.
+type Window struct {
+	Sequence   uint64
+	Backend    string
+	Provenance string
+	ChargedUJ  uint64
+	ErrorUJ    *uint64
+	WindowNs   uint64
+	ServeNs    *uint64
+}
+
+// LastWindow is the newest sealed window among the spans m belongs to.
+func (n *Node) LastWindow(m *Meter) (Window, bool) {
+	n.lastMu.Lock()
+	defer n.lastMu.Unlock()
+	var best Window
+	found := false
+	for sp, w := range n.last {
+		for _, mem := range sp.Meters() {
+			if mem == shunt.Member(m.Meter) && (!found || w.Sequence > best.Sequence) {
+				best, found = w, true
+			}
+		}
+	}
+	return best, found
 }
 
 // Meter is one configured meter, sampling.
@@ -192,11 +222,42 @@ func (n *Node) observe(ev agent.Event) {
 	} else if ev.Degraded {
 		n.log.Warn("serve sealed as Estimator although its backend is metered", "backend", ev.Backend, "seq", ev.Sealed.Receipt.Sequence)
 	}
+	if ev.Sealed != nil {
+		n.noteWindow(ev)
+	}
 	if n.opts.Metrics != nil {
 		n.opts.Metrics.Served(ev)
 	}
 	if n.opts.Observe != nil {
 		n.opts.Observe(ev)
+	}
+}
+
+func (n *Node) noteWindow(ev agent.Event) {
+	var sp *shunt.Span
+	for _, b := range n.Backends() {
+		if b.Config.Name == ev.Backend {
+			sp = b.Span
+		}
+	}
+	if sp == nil {
+		return
+	}
+	r := ev.Sealed.Receipt
+	w := Window{Sequence: r.Sequence, Backend: r.Backend, Provenance: r.EnergyProvenance, ErrorUJ: r.ErrorUJ, ServeNs: r.ServeNs}
+	if r.WindowNs != nil {
+		w.WindowNs = *r.WindowNs
+	}
+	if e, err := r.Energy(); err == nil {
+		w.ChargedUJ = e.UJ()
+	}
+	n.lastMu.Lock()
+	defer n.lastMu.Unlock()
+	if n.last == nil {
+		n.last = map[*shunt.Span]Window{}
+	}
+	if old, ok := n.last[sp]; !ok || w.Sequence > old.Sequence {
+		n.last[sp] = w
 	}
 }
 

@@ -1,5 +1,6 @@
 // Command meshctl is the operator's tool for meshd: keys, grants, receipt
-// logs, sensors and models.
+// logs, sensors and models, and a client of a running daemon (serve,
+// receipts, backends, meters, verify -remote).
 package main
 
 import (
@@ -20,11 +21,15 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"keygen", "write a new steward key file (0600, never overwritten)", cmdKeygen},
-		{"verify", "verify a receipt log or a single envelope", cmdVerify},
+		{"verify", "verify a receipt log or a single envelope; -remote: a running meshd's chain", cmdVerifyAny},
 		{"log", "repair a damaged receipt log; print its newest checkpoint", cmdLog},
 		{"grant", "issue, show and verify JCP grants", cmdGrant},
 		{"probe", "list the power sensors found and what each reads", cmdProbe},
 		{"model", "synthesise and inspect GGUF models", cmdModel},
+		{"serve", "ask a running meshd; print the answer and its verified receipt", cmdServe},
+		{"receipts", "tail a running meshd's receipts (-f to follow), verified and linked", cmdReceipts},
+		{"backends", "a running meshd's backends, their costs and state", cmdBackends},
+		{"meters", "a running meshd's meters and live power (-watch to refresh)", cmdMeters},
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -147,5 +148,38 @@ func TestNotifyNoReadyWithoutMeters(t *testing.T) {
 		if strings.Contains(got, "READY=1") {
 			t.Fatalf("READY=1 sent although a meter never delivered: %q", got)
 		}
+	}
+}
+
+// /v1/meters shows each meter's live reading, health, and the newest
+// window sealed on a span it belongs to.
+func TestMetersEndpoint(t *testing.T) {
+	meter := "[metering]\non_meter_failure = \"estimate\"\n\n[[meter]]\nname = \"vdd\"\ndriver = \"hwmon\"\nrail = \"VDD_IN\"\nhwmon_root = \"" + hwmonFixture(t) + "\"\n"
+	td := startDaemon(t, meter+refBackends+"meters = [\"vdd\"]\n", serveHooks{})
+	if resp, body := td.post("/v1/serve", map[string]any{"prompt": "metered", "max_tokens": 2, "fidelity_floor": 3, "joule_ceiling_uj": 1000000}); resp.StatusCode != 200 {
+		t.Fatalf("serve: %s", body)
+	}
+	_, body := td.get("/v1/meters")
+	var v struct {
+		Meters []struct {
+			Name           string
+			Driver         string
+			Kind           string
+			BestProvenance string `json:"best_provenance"`
+			PowerUW        *int64 `json:"power_uw"`
+			Readings       uint64
+			LastWindow     *struct {
+				Sequence uint64
+				Backend  string
+			} `json:"last_window"`
+		}
+	}
+	if err := json.Unmarshal(body, &v); err != nil || len(v.Meters) != 1 {
+		t.Fatalf("meters: %v %s", err, body)
+	}
+	m := v.Meters[0]
+	if m.Name != "vdd" || m.Driver != "hwmon" || m.BestProvenance != "ModelBased" || m.PowerUW == nil || m.Readings == 0 ||
+		m.LastWindow == nil || m.LastWindow.Backend != "ref-mid" || m.LastWindow.Sequence != 0 {
+		t.Fatalf("meter row: %s", body)
 	}
 }

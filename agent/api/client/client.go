@@ -199,7 +199,7 @@ func (c *Client) openWire(ctx context.Context, w *wireReceipt) (*steward.Opened,
 	}
 	o, err := c.open(ctx, env)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("receipt %d: %w", w.Sequence, err)
 	}
 	if o.ID.String() != w.ID || o.Receipt.Sequence != w.Sequence {
 		return nil, fmt.Errorf("receipt %d: the envelope is %s at %d, not what meshd said", w.Sequence, o.ID, o.Receipt.Sequence)
@@ -287,7 +287,10 @@ type Extra struct {
 // streaming when onPiece is set (it sees each piece as it arrives), and
 // returns the whole text with the verified receipt.
 func (c *Client) Completion(ctx context.Context, prompt string, messages []Message, maxTokens uint32, x Extra, onPiece func(string)) (*Served, error) {
-	body := map[string]any{"model": "meshd", "max_tokens": maxTokens, "stream": onPiece != nil}
+	body := map[string]any{"model": "meshd", "stream": onPiece != nil}
+	if maxTokens != 0 { // 0 leaves the daemon's configured default
+		body["max_tokens"] = maxTokens
+	}
 	if x.FidelityFloor != nil {
 		body["fidelity_floor"] = *x.FidelityFloor
 	}

@@ -1,0 +1,122 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"meshd/agent/api"
+	"meshd/agent/config"
+	"meshd/agent/node"
+	"meshd/steward"
+)
+
+// openaiDir is the OpenAI client conformance script, from this package.
+const openaiDir = "../../test/openai"
+
+// TestOfficialOpenAIClient runs the official OpenAI Node client
+// (test/openai/test.mjs) against the real server on a TCP port, and then
+// checks that the daemon's log holds exactly the receipts the client was
+// given: one per call, none sealed that the client never saw.
+func TestOfficialOpenAIClient(t *testing.T) {
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH; the OpenAI client test needs Node.js (make test installs its package)")
+	}
+	if _, err := os.Stat(filepath.Join(openaiDir, "node_modules", "openai")); err != nil {
+		t.Skipf("%s/node_modules is missing: run `make openai-deps` (make test installs it)", openaiDir)
+	}
+
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`[steward]
+state_dir = %q
+
+[[backend]]
+name = "ref-tiny"
+kind = "reference"
+fidelity = 1
+uj_per_token = 40
+work = 8
+
+[[backend]]
+name = "ref-mid"
+kind = "reference"
+fidelity = 3
+uj_per_token = 300
+work = 16
+`, filepath.Join(dir, "state"))), "openai_test.toml")
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n, err := node.Open(ctx, cfg, node.Options{})
+	if err != nil {
+		t.Fatalf("opening the node: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(context.Background()); err != nil {
+			t.Errorf("closing the node: %v", err)
+		}
+	})
+	srv := httptest.NewServer(api.New(n, api.Options{Metrics: api.NewMetrics(func() *node.Node { return n })}))
+	t.Cleanup(srv.Close)
+
+	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(openaiDir, "test.mjs"))
+	cmd.Env = append(os.Environ(), "MESHD_URL="+srv.URL)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("test.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+
+	t.Logf("test.mjs:\n%s%s", stdout.String(), stderr.String())
+
+	// The receipts the script was given, by sequence.
+	got := map[uint64]string{}
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 || f[0] != "receipt" {
+			continue
+		}
+		seq, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("test.mjs printed %q: %v", sc.Text(), err)
+		}
+		if prev, dup := got[seq]; dup {
+			t.Fatalf("test.mjs was given sequence %d twice (%s and %s)", seq, prev, f[2])
+		}
+		got[seq] = f[2]
+	}
+	const calls = 4 // completions, chat, chat stream, completions stream
+	if len(got) != calls {
+		t.Fatalf("test.mjs reports %d receipts, want %d:\n%s", len(got), calls, stdout.String())
+	}
+	log := n.Stores.Log
+	if d := log.Durable(); d != uint64(len(got)) {
+		t.Fatalf("the log holds %d receipts, the client received %d", d, len(got))
+	}
+	envs, err := log.Range(ctx, 0, len(got))
+	if err != nil {
+		t.Fatalf("reading the log: %v", err)
+	}
+	for i, env := range envs {
+		o, err := steward.OpenEnvelope(env, n.Trusted())
+		if err != nil {
+			t.Fatalf("receipt %d in the log: %v", i, err)
+		}
+		if id := got[o.Receipt.Sequence]; id != o.ID.String() {
+			t.Errorf("log receipt %d is %s; the client was given %q", o.Receipt.Sequence, o.ID, id)
+		}
+	}
+}
