@@ -36,6 +36,7 @@ type Agent struct {
 // sees either the old or the new configuration, never half of each.
 type table struct {
 	backends []engine.Backend
+	pinned   map[string]engine.Backend // reachable only by name
 	meters   map[string]Meter // by backend name
 	meter    Meter            // for backends not in meters; nil: Estimator
 	grants   Authoriser       // nil refuses any grant
@@ -99,6 +100,10 @@ type Config struct {
 // grant authoriser.
 type Routes struct {
 	Backends []engine.Backend
+	// Pinned backends are never routed to by cost: a serve reaches one
+	// only by naming it (Options.Backend), as a corpus answer names the
+	// corpus it queries.
+	Pinned []engine.Backend
 	Meter    Meter
 	Meters   map[string]Meter
 	Grants   Authoriser
@@ -139,11 +144,15 @@ func New(cfg Config) (*Agent, error) {
 // r. What the agent has learned of each backend's cost is kept by name.
 func (a *Agent) Reconfigure(r Routes) error {
 	seen := map[string]bool{}
-	for _, b := range r.Backends {
+	pinned := map[string]engine.Backend{}
+	for i, b := range append(append([]engine.Backend{}, r.Backends...), r.Pinned...) {
 		if seen[b.Name()] {
 			return fmt.Errorf("agent: backend name %q registered twice", b.Name())
 		}
 		seen[b.Name()] = true
+		if i >= len(r.Backends) {
+			pinned[b.Name()] = b
+		}
 	}
 	for name := range r.Meters {
 		if !seen[name] {
@@ -162,7 +171,7 @@ func (a *Agent) Reconfigure(r Routes) error {
 		return fmt.Errorf("agent: the grant authoriser is for steward %x, this agent seals as %s",
 			[]byte(r.Grants.Steward()), hex.EncodeToString(a.steward.Public()))
 	}
-	a.table.Store(&table{backends: r.Backends, meters: r.Meters, meter: r.Meter, grants: r.Grants})
+	a.table.Store(&table{backends: r.Backends, pinned: pinned, meters: r.Meters, meter: r.Meter, grants: r.Grants})
 	return nil
 }
 
@@ -228,7 +237,14 @@ type Options struct {
 	// messages; a backend that cannot is a failed serve, never a silent
 	// plain one.
 	Engine engine.Options
+	// Backend, when set, is the only backend weighed: a routed or pinned
+	// backend by name. The floor and ceiling still apply.
+	Backend string
 }
+
+// ErrNoBackend is wrapped when a serve names a backend that is not
+// registered.
+var ErrNoBackend = errors.New("no such backend")
 
 // Event is one serve's end, as told to Config.Observe.
 type Event struct {
@@ -301,7 +317,21 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 			}
 		}()
 	}
-	dec, err := route(req, t.backends, func(b engine.Backend) (uint64, string) { return a.costs.cost(b.Name(), b.UJPerToken()) })
+	candidates := t.backends
+	if opts.Backend != "" {
+		b, ok := t.pinned[opts.Backend]
+		for _, rb := range t.backends {
+			if rb.Name() == opts.Backend {
+				b, ok = rb, true
+			}
+		}
+		if !ok {
+			ev.Reason = "bad_request"
+			return nil, fmt.Errorf("serve %s: %w: %q", id, ErrNoBackend, opts.Backend)
+		}
+		candidates = []engine.Backend{b}
+	}
+	dec, err := route(req, candidates, func(b engine.Backend) (uint64, string) { return a.costs.cost(b.Name(), b.UJPerToken()) })
 	if err != nil {
 		ev.Reason = "no_route"
 		if !errors.Is(err, ErrNoRoute) {
@@ -309,7 +339,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
-	b := t.backends[dec.Chosen]
+	b := candidates[dec.Chosen]
 	ev.Backend = b.Name()
 	meter := t.meterFor(b.Name())
 	if a.requireMeter && meter != nil {

@@ -37,6 +37,9 @@ type Config struct {
 	// ContextSize (-c) and Threads (-t); 0 leaves the runner's default.
 	ContextSize int
 	Threads     int
+	// Embedding runs the model as an embedding engine (--embedding): Embed
+	// works, and completions are not what it is for.
+	Embedding bool
 	// NoWarmup passes --no-warmup. Off by default: warm-up keeps one-time
 	// setup out of the first metered serve.
 	NoWarmup bool

@@ -81,6 +81,17 @@ func buildArgs(c Config, help helpText) ([]string, error) {
 	if help.has("-np") {
 		args = append(args, "-np", "1")
 	}
+	if c.Embedding {
+		// llama-server spells it --embedding (and --embeddings); mesh-gguf
+		// takes --embedding.
+		flag := "--embedding"
+		if !help.has(flag) && help.has("--embeddings") {
+			flag = "--embeddings"
+		}
+		if err := need(flag); err != nil {
+			return nil, err
+		}
+	}
 	if c.NoWarmup {
 		if err := need("--no-warmup"); err != nil {
 			return nil, err
