@@ -37,9 +37,9 @@ type Agent struct {
 type table struct {
 	backends []engine.Backend
 	pinned   map[string]engine.Backend // reachable only by name
-	meters   map[string]Meter // by backend name
-	meter    Meter            // for backends not in meters; nil: Estimator
-	grants   Authoriser       // nil refuses any grant
+	meters   map[string]Meter          // by backend name
+	meter    Meter                     // for backends not in meters; nil: Estimator
+	grants   Authoriser                // nil refuses any grant
 }
 
 // meterFor is the meter that wraps backend b's engine calls, nil for none.
@@ -104,9 +104,9 @@ type Routes struct {
 	// only by naming it (Options.Backend), as a corpus answer names the
 	// corpus it queries.
 	Pinned []engine.Backend
-	Meter    Meter
-	Meters   map[string]Meter
-	Grants   Authoriser
+	Meter  Meter
+	Meters map[string]Meter
+	Grants Authoriser
 }
 
 // ErrUnmetered is wrapped when a serve is refused because the meter is not
