@@ -76,7 +76,9 @@ type Config struct {
 	Meter Meter
 	// Meters are per-backend meters (the span of the rails that backend
 	// draws from), by backend name.
-	Meters  map[string]Meter
+	Meters map[string]Meter
+	// Pinned backends are served only when a serve names them.
+	Pinned  []engine.Backend
 	Steward Sealer
 	// Clock measures window lengths for estimator figures; nil = time.Now.
 	Clock func() time.Time
@@ -133,7 +135,7 @@ func New(cfg Config) (*Agent, error) {
 	if a.observe == nil {
 		a.observe = func(Event) {}
 	}
-	if err := a.Reconfigure(Routes{Backends: cfg.Backends, Meter: cfg.Meter, Meters: cfg.Meters, Grants: cfg.Grants}); err != nil {
+	if err := a.Reconfigure(Routes{Backends: cfg.Backends, Pinned: cfg.Pinned, Meter: cfg.Meter, Meters: cfg.Meters, Grants: cfg.Grants}); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -102,6 +102,8 @@ func New(n *node.Node, opts Options) *Server {
 	s.mux.HandleFunc("GET /v1/backends", s.backends)
 	s.mux.HandleFunc("GET /v1/meters", s.meters)
 	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("POST /v1/rag/{org}/{name}/{procedure}", s.rag)
+	s.mux.HandleFunc("GET /v1/rag", s.corpora)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if opts.Metrics != nil {
@@ -254,7 +256,7 @@ func serveStatus(err error) (int, apiError) {
 		e.Route = se.Decision.Justification
 	}
 	switch {
-	case errors.Is(err, wire.ErrBadRequest):
+	case errors.Is(err, wire.ErrBadRequest), errors.Is(err, agent.ErrNoBackend):
 		e.Code = "bad_request"
 		return http.StatusBadRequest, e
 	case errors.Is(err, agent.ErrNoRoute):

@@ -212,3 +212,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
+
+// corpora is GET /v1/rag: the corpora served here and where.
+func (s *Server) corpora(w http.ResponseWriter, r *http.Request) {
+	var out []map[string]any
+	for _, p := range s.node.Providers() {
+		d := p.Description()
+		out = append(out, map[string]any{"org": p.Org, "name": p.Name, "corpus_hash": d.CorpusHash, "model": d.Model, "dim": d.Dim,
+			"repos": len(d.Repos), "chunks": len(p.Corpus().Chunks), "signed_by": d.SignedBy,
+			"procedures": "/v1/rag/" + p.Org + "/" + p.Name + "/{describe_corpus,answer_query,get_chunk_by_id,get_document_verbatim,list_sources_page}"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"corpora": out})
+}

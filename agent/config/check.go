@@ -79,6 +79,7 @@ func (v *checker) run() {
 	v.log()
 	v.meters()
 	v.backends()
+	v.corpora()
 }
 
 // keyCase refuses keys that match a field only when case is ignored: the
@@ -389,8 +390,8 @@ func (v *checker) meters() {
 // backends checks each [[backend]] against its kind, its meters against
 // the [[meter]]s, and that there is something to serve.
 func (v *checker) backends() {
-	if len(v.c.Backends) == 0 {
-		v.problem("backend", "no [[backend]] configured: there would be nothing to serve")
+	if len(v.c.Backends) == 0 && len(v.c.Corpora) == 0 {
+		v.problem("backend", "no [[backend]] or [[corpus]] configured: there would be nothing to serve")
 		return
 	}
 	names := map[string]int{}
@@ -592,4 +593,86 @@ func splitPath(p string) []string {
 		p = rest
 	}
 	return parts
+}
+
+var corpusName = regexp.MustCompile(`^[a-z0-9._-]+$`)
+
+// corpora checks each [[corpus]] and its [[corpus.repo]]s.
+func (v *checker) corpora() {
+	where := map[string]int{}
+	for i, c := range v.c.Corpora {
+		p := fmt.Sprintf("corpus[%d].", i)
+		has := func(k string) bool { return v.ix.has(p + k) }
+		for _, k := range []string{"org", "name"} {
+			val := map[string]string{"org": c.Org, "name": c.Name}[k]
+			if !has(k) || val == "" {
+				v.problem(p+k, "required")
+			} else if !corpusName.MatchString(val) {
+				v.problem(p+k, "%q: use only a-z, 0-9, '.', '_' and '-'", val)
+			}
+		}
+		if j, dup := where[c.Org+"/"+c.Name]; dup && c.Org != "" && c.Name != "" {
+			line, _ := v.ix.pos(fmt.Sprintf("corpus[%d].name", j))
+			v.problem(p+"name", "corpus %s/%s is already served (line %d)", c.Org, c.Name, line)
+		} else {
+			where[c.Org+"/"+c.Name] = i
+		}
+		if c.Model == "" {
+			v.problem(p+"model", "required: the embedding's name in the corpus identity")
+		}
+		if c.EmbeddingModel == "" {
+			v.problem(p+"embedding_model", "required: the GGUF file the embedding engine runs")
+		}
+		if c.Fidelity < 0 || c.Fidelity > 4 {
+			v.problem(p+"fidelity", "%d is outside 0..4 (F0..F4)", c.Fidelity)
+		}
+		if has("uj_per_token") && c.UJPerToken == 0 {
+			v.problem(p+"uj_per_token", "must be > 0")
+		}
+		if c.ChunkLines < 0 || (has("chunk_lines") && c.ChunkLines == 0) {
+			v.problem(p+"chunk_lines", "must be > 0")
+		}
+		if c.ChunkOverlap < 0 || (c.ChunkLines > 0 && c.ChunkOverlap >= c.ChunkLines) {
+			v.problem(p+"chunk_overlap", "must be >= 0 and below chunk_lines")
+		}
+		if c.MaxFileBytes < 0 {
+			v.problem(p+"max_file_bytes", "must be > 0")
+		}
+		if has("signing_profile") {
+			v.oneOf(p+"signing_profile", c.SigningProfile, "pq_pure", "pq_hybrid")
+		}
+		for j, m := range c.Meters {
+			if _, ok := v.c.Meter(m); !ok {
+				v.problem(fmt.Sprintf("%smeters[%d]", p, j), "no [[meter]] is named %q", m)
+			}
+		}
+		ids := map[string]bool{}
+		for j, r := range c.Repos {
+			rp := fmt.Sprintf("%srepo[%d].", p, j)
+			for _, f := range []struct{ k, v string }{{"id", r.ID}, {"url", r.URL}, {"path", r.Path}, {"branch", r.Branch}} {
+				if f.v == "" {
+					v.problem(rp+f.k, "required")
+				}
+			}
+			if ids[r.ID] && r.ID != "" {
+				v.problem(rp+"id", "repo id %q listed twice in this corpus", r.ID)
+			}
+			ids[r.ID] = true
+			if !isHex40(r.Commit) {
+				v.problem(rp+"commit", "want the pinned commit as 40 lowercase hex digits, got %q", r.Commit)
+			}
+		}
+	}
+}
+
+func isHex40(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

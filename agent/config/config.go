@@ -62,6 +62,7 @@ type Config struct {
 	Defaults Defaults  `toml:"defaults"`
 	Meters   []Meter   `toml:"meter"`   // [[meter]] tables
 	Backends []Backend `toml:"backend"` // [[backend]] tables
+	Corpora  []Corpus  `toml:"corpus"`  // [[corpus]] tables
 }
 
 // Steward says where the steward keeps its key, receipts and ledger.
@@ -375,4 +376,59 @@ func abbrev(s string) string {
 		return fmt.Sprintf("%q…", s[:16])
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// Corpus is a RAG corpus served under <org>/<name>: git repositories
+// pinned at commits, read from local clones (never fetched while
+// serving), embedded by an embedding model the node runs.
+type Corpus struct {
+	// Org and Name say where the corpus is served: /v1/rag/<org>/<name>/.
+	// Both required, [a-z0-9._-]+.
+	Org  string `toml:"org,omitempty"`
+	Name string `toml:"name,omitempty"`
+	// Model names the embedding in the corpus identity (hashed), e.g.
+	// "macula/multilingual-e5-small:f16"; required.
+	Model string `toml:"model,omitempty"`
+	// EmbeddingModel is the GGUF file the embedding engine runs; required.
+	EmbeddingModel string `toml:"embedding_model,omitempty"`
+	// Runner is the engine executable; default "mesh-gguf".
+	Runner  string `toml:"runner,omitempty"`
+	Threads int    `toml:"threads,omitempty"`
+	Context int    `toml:"context,omitempty"`
+	// Meters meter answer_query like a backend's serves.
+	Meters []string `toml:"meters,omitempty"`
+	// Fidelity (0..4) and UJPerToken (> 0) are what the corpus's answers
+	// advertise to the router; default 0 and 1.
+	Fidelity   int    `toml:"fidelity"`
+	UJPerToken uint64 `toml:"uj_per_token,omitempty"`
+	// QueryPrefix and PassagePrefix are the model's role prefixes (e5:
+	// "query: " and "passage: "); default none.
+	QueryPrefix   string `toml:"query_prefix,omitempty"`
+	PassagePrefix string `toml:"passage_prefix,omitempty"`
+	// ChunkLines (default 40) and ChunkOverlap (default 8) cut files into
+	// passages; MaxFileBytes (default 1 MiB) skips larger files.
+	ChunkLines   int   `toml:"chunk_lines,omitempty"`
+	ChunkOverlap int   `toml:"chunk_overlap,omitempty"`
+	MaxFileBytes int64 `toml:"max_file_bytes,omitempty"`
+	// SigningKey is the operator's key file (the hex seed `meshctl corpus
+	// keygen` writes); when set the corpus hash is signed under
+	// SigningProfile ("pq_pure", default, or "pq_hybrid").
+	SigningKey     string `toml:"signing_key,omitempty"`
+	SigningProfile string `toml:"signing_profile,omitempty"`
+	// Repos in list order (the corpus hash keeps it).
+	Repos []CorpusRepo `toml:"repo,omitempty"`
+}
+
+// CorpusRepo is one repository of a corpus.
+type CorpusRepo struct {
+	// ID names the repo in provenance paths; required, unique in the corpus.
+	ID string `toml:"id,omitempty"`
+	// URL is what describe_corpus shows; required.
+	URL string `toml:"url,omitempty"`
+	// Path is the local clone (work tree or bare) the commit is read from;
+	// required.
+	Path string `toml:"path,omitempty"`
+	// Branch the pin follows and Commit (40 lowercase hex); required.
+	Branch string `toml:"branch,omitempty"`
+	Commit string `toml:"commit,omitempty"`
 }

@@ -353,7 +353,7 @@ kind = "reference"
 		}},
 		{"no backends", "[log]\nlevel = \"info\"\n[metering]\nshared = 1\n", []want{
 			{4, "metering.shared", "wrong type: an integer where a boolean"},
-			{0, "backend", "no [[backend]] configured"},
+			{0, "backend", "no [[backend]] or [[corpus]] configured"},
 		}},
 		{"unknown table", "[listen.extra]\nx = 1\n[stewart]\nstate_dir = \"/x\"\n[[backend]]\nname = \"r\"\nkind = \"reference\"\nfidelity = 0\nuj_per_token = 1\n", []want{
 			{1, "listen.extra", `unknown table "extra"`},
@@ -598,5 +598,70 @@ func TestTooMany(t *testing.T) {
 	}
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("took %v", d)
+	}
+}
+
+// [[corpus]] and its [[corpus.repo]]s are checked like the rest, with the
+// lines of nested tables.
+func TestCorpusProblems(t *testing.T) {
+	src := `[[corpus]]
+org = "Example"
+name = "docs"
+model = "m"
+signing_profile = "rsa"
+
+[[corpus.repo]]
+id = "a"
+url = "u"
+path = "/srv/a"
+branch = "main"
+commit = "abc"
+
+[[corpus.repo]]
+id = "a"
+url = "u"
+branch = "main"
+commit = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+`
+	_, err := Parse([]byte(src), "c.toml")
+	var p *Problems
+	if !errors.As(err, &p) {
+		t.Fatalf("want problems, got %v", err)
+	}
+	want := []struct {
+		line int
+		key  string
+	}{{2, "corpus[0].org"}, {5, "corpus[0].signing_profile"}, {12, "corpus[0].repo[0].commit"}, {15, "corpus[0].repo[1].id"}, {0, "corpus[0].embedding_model"}}
+	for _, w := range want {
+		found := false
+		for _, got := range p.List {
+			if got.Key == w.key && (w.line == 0 || got.Line == w.line) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no problem at line %d for %s in:\n%v", w.line, w.key, err)
+		}
+	}
+	ok := `[[corpus]]
+org = "example"
+name = "docs"
+model = "macula/multilingual-e5-small:f16"
+embedding_model = "/m/e5.gguf"
+query_prefix = "query: "
+[[corpus.repo]]
+id = "alpha"
+url = "https://example.org/alpha.git"
+path = "/srv/alpha"
+branch = "main"
+commit = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+`
+	c, err := Parse([]byte(ok), "ok.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Corpora[0]
+	if k.Runner != "mesh-gguf" || k.ChunkLines != 40 || k.ChunkOverlap != 8 || k.UJPerToken != 1 || k.SigningProfile != "pq_pure" || len(k.Repos) != 1 || k.Repos[0].Path != "/srv/alpha" {
+		t.Fatalf("corpus defaults: %+v", k)
 	}
 }

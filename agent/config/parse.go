@@ -327,6 +327,22 @@ func (v *checker) defaults() {
 	setDur(ix, "metering.ready_timeout", &c.Metering.ReadyTimeout, "10s")
 	setStr(ix, "log.level", &c.Log.Level, "info")
 	setStr(ix, "log.format", &c.Log.Format, "text")
+	for i := range c.Corpora {
+		k := &c.Corpora[i]
+		p := fmt.Sprintf("corpus[%d].", i)
+		setStr(ix, p+"runner", &k.Runner, "mesh-gguf")
+		setStr(ix, p+"signing_profile", &k.SigningProfile, "pq_pure")
+		if !ix.has(p + "uj_per_token") {
+			k.UJPerToken = 1
+		}
+		if !ix.has(p + "chunk_lines") {
+			k.ChunkLines = 40
+		}
+		if !ix.has(p + "chunk_overlap") {
+			k.ChunkOverlap = min(8, k.ChunkLines/4)
+		}
+		setInt64(ix, p+"max_file_bytes", &k.MaxFileBytes, 1<<20)
+	}
 	if !ix.has("defaults.joule_ceiling_uj") {
 		c.Defaults.JouleCeilingUJ = DefaultJouleCeilingUJ
 	}

@@ -75,6 +75,7 @@ type Node struct {
 	meters   map[string]*Meter
 	backends []*Backend
 	grants   *grant.Authoriser
+	corpora  []*Corpus
 
 	lastMu sync.Mutex
 	last   map[*shunt.Span]Window // the newest sealed window of each span
@@ -202,6 +203,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 		Logger:       n.log,
 		Observe:      n.observe,
 		Backends:     routes.Backends,
+		Pinned:       routes.Pinned,
 		Meters:       routes.Meters,
 		Grants:       routes.Grants,
 	})
@@ -346,6 +348,28 @@ func (n *Node) build(ctx context.Context, cfg *config.Config, old *Node) (agent.
 		policy = shunt.Shared
 	}
 	routes := agent.Routes{Meters: map[string]agent.Meter{}}
+	// spanFor is the one span over exactly these meters, shared by every
+	// backend and corpus that lists them.
+	spanFor := func(names []string) (*shunt.Span, agent.Meter, error) {
+		key := strings.Join(names, "+")
+		sp := spans[key]
+		if sp == nil {
+			var members []shunt.Member
+			for _, name := range names {
+				members = append(members, meters[name].Meter)
+			}
+			var err error
+			if sp, err = shunt.NewSpan(members, shunt.SpanConfig{Policy: policy, Now: n.opts.MeterConfig.Now}); err != nil {
+				return nil, nil, fmt.Errorf("span %s: %w", key, err)
+			}
+			spans[key] = sp
+		}
+		am := agent.FromSpan(sp)
+		if n.opts.WrapMeter != nil {
+			am = n.opts.WrapMeter(am)
+		}
+		return sp, am, nil
+	}
 	for _, bc := range cfg.Backends {
 		var b *Backend
 		if old != nil {
@@ -362,32 +386,52 @@ func (n *Node) build(ctx context.Context, cfg *config.Config, old *Node) (agent.
 			started = append(started, b)
 		}
 		if len(bc.Meters) > 0 {
-			key := strings.Join(bc.Meters, "+")
-			sp := spans[key]
-			if sp == nil {
-				var members []shunt.Member
-				for _, name := range bc.Meters {
-					members = append(members, meters[name].Meter)
-				}
-				if sp, err = shunt.NewSpan(members, shunt.SpanConfig{Policy: policy, Now: n.opts.MeterConfig.Now}); err != nil {
-					return fail(fmt.Errorf("backend %q: span %s: %w", bc.Name, key, err))
-				}
-				spans[key] = sp
+			sp, am, err := spanFor(bc.Meters)
+			if err != nil {
+				return fail(fmt.Errorf("backend %q: %w", bc.Name, err))
 			}
 			b.Span = sp
-			am := agent.FromSpan(sp)
-			if n.opts.WrapMeter != nil {
-				am = n.opts.WrapMeter(am)
-			}
 			routes.Meters[bc.Name] = am
 		}
 		backends = append(backends, b)
 		routes.Backends = append(routes.Backends, b.Engine)
 	}
+	var corpora []*Corpus
+	var startedCorpora []*Corpus
+	for _, cc := range cfg.Corpora {
+		var c *Corpus
+		if old != nil {
+			for _, oc := range old.corpora {
+				if sameCorpus(oc.Config, cc) {
+					c = &Corpus{Config: cc, Provider: oc.Provider, sub: oc.sub}
+				}
+			}
+		}
+		if c == nil {
+			var err error
+			if c, err = n.startCorpus(ctx, cfg.Steward.StateDir, cc, old); err != nil {
+				for _, sc := range startedCorpora {
+					sc.stop(context.WithoutCancel(ctx))
+				}
+				return fail(fmt.Errorf("corpus %s/%s: %w", cc.Org, cc.Name, err))
+			}
+			startedCorpora = append(startedCorpora, c)
+		}
+		if len(cc.Meters) > 0 {
+			sp, am, err := spanFor(cc.Meters)
+			if err != nil {
+				return fail(fmt.Errorf("corpus %s/%s: %w", cc.Org, cc.Name, err))
+			}
+			c.Span = sp
+			routes.Meters[c.Provider.BackendName()] = am
+		}
+		corpora = append(corpora, c)
+		routes.Pinned = append(routes.Pinned, c.Provider.Backend())
+	}
 	if auth != nil {
 		routes.Grants = auth
 	}
-	n.meters, n.backends, n.grants = meters, backends, auth
+	n.meters, n.backends, n.grants, n.corpora = meters, backends, auth, corpora
 	return routes, nil
 }
 
@@ -396,14 +440,25 @@ func (n *Node) build(ctx context.Context, cfg *config.Config, old *Node) (agent.
 // their own serves, counting it twice.
 func checkSpans(cfg *config.Config) error {
 	owner := map[string]string{} // meter -> span key
+	type user struct {
+		what   string
+		meters []string
+	}
+	var users []user
 	for _, b := range cfg.Backends {
-		if len(b.Meters) == 0 {
+		users = append(users, user{fmt.Sprintf("backend %q", b.Name), b.Meters})
+	}
+	for _, c := range cfg.Corpora {
+		users = append(users, user{fmt.Sprintf("corpus %s/%s", c.Org, c.Name), c.Meters})
+	}
+	for _, u := range users {
+		if len(u.meters) == 0 {
 			continue
 		}
-		key := strings.Join(b.Meters, "+")
-		for _, m := range b.Meters {
+		key := strings.Join(u.meters, "+")
+		for _, m := range u.meters {
 			if k, ok := owner[m]; ok && k != key {
-				return fmt.Errorf("backend %q: meter %q is also in the span %s of another backend; backends that share a meter must list the same meters in the same order, so that they share one span", b.Name, m, k)
+				return fmt.Errorf("%s: meter %q is also in the span %s of another backend; backends that share a meter must list the same meters in the same order, so that they share one span", u.what, m, k)
 			}
 			owner[m] = key
 		}
@@ -509,15 +564,15 @@ func (n *Node) Reload(ctx context.Context, cfg *config.Config) error {
 	if cfg.Steward != n.cfg.Steward || cfg.Grants.Policy != n.cfg.Grants.Policy || cfg.Metering.OnMeterFailure != n.cfg.Metering.OnMeterFailure {
 		n.log.Warn("reload: the steward, state directory, grant policy and metering policy change only on restart; kept as they were")
 	}
-	prev := &Node{meters: n.meters, backends: n.backends, grants: n.grants}
+	prev := &Node{meters: n.meters, backends: n.backends, grants: n.grants, corpora: n.corpora}
 	routes, err := n.build(ctx, cfg, prev)
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
 	if err := n.Agent.Reconfigure(routes); err != nil {
 		// The new table was refused: close what build opened, keep the old.
-		n.closeUnshared(ctx, &Node{meters: n.meters, backends: n.backends}, prev)
-		n.meters, n.backends, n.grants = prev.meters, prev.backends, prev.grants
+		n.closeUnshared(ctx, &Node{meters: n.meters, backends: n.backends, corpora: n.corpora}, prev)
+		n.meters, n.backends, n.grants, n.corpora = prev.meters, prev.backends, prev.grants, prev.corpora
 		return fmt.Errorf("reload: %w", err)
 	}
 	n.closeUnshared(ctx, prev, n)
@@ -531,6 +586,13 @@ func (n *Node) Reload(ctx context.Context, cfg *config.Config) error {
 
 // closeUnshared stops the engines and meters of from that to does not use.
 func (n *Node) closeUnshared(ctx context.Context, from, to *Node) {
+	for _, c := range from.corpora {
+		if c.sub != nil && !slices.ContainsFunc(to.corpora, func(o *Corpus) bool { return o.sub == c.sub }) {
+			if err := c.stop(ctx); err != nil {
+				n.log.Warn("stopping embedding engine", "corpus", c.Config.Org+"/"+c.Config.Name, "err", err)
+			}
+		}
+	}
 	for _, b := range from.backends {
 		if b.sub == nil {
 			continue
@@ -574,10 +636,15 @@ func (n *Node) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("backend %q: %w", b.Config.Name, err))
 		}
 	}
+	for _, c := range n.corpora {
+		if err := c.stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("corpus %s/%s: %w", c.Config.Org, c.Config.Name, err))
+		}
+	}
 	for _, m := range n.meters {
 		m.Meter.Close()
 	}
-	n.backends, n.meters = nil, map[string]*Meter{}
+	n.backends, n.meters, n.corpora = nil, map[string]*Meter{}, nil
 	if n.Stores != nil {
 		if err := n.Stores.Close(); err != nil {
 			errs = append(errs, err)
