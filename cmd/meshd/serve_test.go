@@ -6,10 +6,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -364,27 +362,6 @@ func TestBadRequestsNameTheField(t *testing.T) {
 	_, hb := td.get("/v1/chain/head")
 	if !bytes.Contains(hb, []byte(`"receipts":0`)) {
 		t.Fatalf("bad requests sealed receipts: %s", hb)
-	}
-}
-
-// A client that sends its headers slowly is cut off by the server's
-// timeouts rather than holding a connection.
-func TestSlowHeadersAreCutOff(t *testing.T) {
-	td := startDaemon(t, refBackends+"\n", serveHooks{})
-	td.d.servers[0].ReadHeaderTimeout = 200 * time.Millisecond
-	conn, err := net.Dial("tcp", td.d.addrs[0].String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprint(conn, "POST /v1/serve HTTP/1.1\r\nHost: x\r\n")
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	_, err = conn.Read(make([]byte, 1))
-	// The server closes the connection (EOF) or answers 408; either way
-	// it does not wait for the rest of the headers for ever.
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatal("server still holding a connection whose headers never finished")
 	}
 }
 
