@@ -3,6 +3,13 @@
 // needs nothing installed: it is the engine of last resort on a fresh
 // machine.
 //
+// general.architecture chooses the model code: "llama" and "qwen2" run as
+// generative models, "bert" as an embedding-only encoder (e5, bge,
+// all-MiniLM), which serves /embedding and /v1/embeddings whether or not
+// --embedding is given (it has nothing else to serve), answers 501 to
+// completions, and gives every slot the whole context (an encoder keeps
+// no KV cache to divide).
+//
 // Flags follow llama-server: -m, --host, --port, -c (the context in all;
 // 0 means the trained context capped at 4096, more than the trained
 // context is refused), -np (slots; each gets its own KV cache of c/np
@@ -26,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"meshd/engine/runner/bert"
 	"meshd/engine/runner/chat"
 	"meshd/engine/runner/gguf"
 	"meshd/engine/runner/kernels"
@@ -138,6 +146,23 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("load model: %w", err)
 	}
 	defer f.Close()
+	pool := kernels.NewPool(o.threads)
+	defer pool.Close()
+	if arch, _ := f.String("general.architecture"); arch == bert.Arch {
+		m, states, err := loadEncoder(f, o, pool)
+		if err != nil {
+			return err
+		}
+		if !o.embeddings {
+			fmt.Fprintf(stderr, "mesh-gguf: %s is an embedding-only architecture: serving /embedding without --embedding\n", bert.Arch)
+		}
+		srv.Embeddings = true
+		sig := takeSignals()
+		srv.ReadyEncoder(m, states...)
+		fmt.Fprintf(stderr, "mesh-gguf: model %s loaded in %v (%s encoder, %d layers, dim %d, vocab %d, pooling %s, %d slots × %d tokens, %d threads)\n",
+			o.model, time.Since(start).Round(time.Millisecond), bert.Arch, m.Layers, m.Dim, m.Vocab, m.Pooling, o.parallel, states[0].Ctx(), o.threads)
+		return serve(hs, serveErr, sig, stderr)
+	}
 	m, err := llama.Load(f)
 	if err != nil {
 		return fmt.Errorf("load model %s: %w", o.model, err)
@@ -155,23 +180,55 @@ func run(args []string, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "mesh-gguf: warning: %v: /v1/chat/completions will answer 500\n", err)
 		}
 	}
-	pool := kernels.NewPool(o.threads)
-	defer pool.Close()
 	states := make([]*llama.State, o.parallel)
 	for i := range states {
 		if states[i], err = m.NewState(perSlot, pool); err != nil {
 			return fmt.Errorf("load model: %w", err)
 		}
 	}
-	// Signals are taken over only once loaded, like llama-server: a
-	// SIGTERM during load ends the process at once.
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	sig := takeSignals()
 	srv.Ready(m, states...)
 	fmt.Fprintf(stderr, "mesh-gguf: model %s loaded in %v (%d layers, dim %d, vocab %d, n_ctx %d = %d slots × %d, trained %d, %d threads)\n",
 		o.model, time.Since(start).Round(time.Millisecond), m.Layers, m.Dim, m.Vocab, total, o.parallel, perSlot,
 		m.TrainedContext(), o.threads)
+	return serve(hs, serveErr, sig, stderr)
+}
 
+// loadEncoder loads a BERT model and a state per slot, each taking
+// inputs up to the whole context (-c, or the trained context when 0; more
+// is refused).
+func loadEncoder(f *gguf.File, o options, pool *kernels.Pool) (*bert.Model, []*bert.State, error) {
+	m, err := bert.Load(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load model %s: %w", o.model, err)
+	}
+	n := o.ctx
+	if n == 0 {
+		n = m.TrainedContext()
+	}
+	if n > m.TrainedContext() {
+		return nil, nil, fmt.Errorf("load model: -c %d exceeds the model's trained context of %d", n, m.TrainedContext())
+	}
+	states := make([]*bert.State, o.parallel)
+	for i := range states {
+		if states[i], err = m.NewState(n, pool); err != nil {
+			return nil, nil, fmt.Errorf("load model: %w", err)
+		}
+	}
+	return m, states, nil
+}
+
+// takeSignals takes over SIGTERM and interrupts. It is called only once
+// the model is loaded, like llama-server: a SIGTERM during load ends the
+// process at once.
+func takeSignals() chan os.Signal {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	return sig
+}
+
+// serve runs until the listener fails or a signal asks to stop.
+func serve(hs *http.Server, serveErr <-chan error, sig chan os.Signal, stderr io.Writer) error {
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)

@@ -1,9 +1,22 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"meshd/engine/runner/bert"
+	"meshd/engine/runner/gguf"
+	"meshd/engine/runner/kernels"
 )
 
 func TestSlotContext(t *testing.T) {
@@ -41,5 +54,150 @@ func TestParseFlags(t *testing.T) {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+// TestEndToEndBERTEmbedding builds mesh-gguf, starts it on a synthesised
+// BERT file and checks /embedding over HTTP against the encoder run in
+// this process: llama-server's shape, the same vector bit for bit, unit
+// length; completions answer 501; SIGTERM ends it cleanly.
+func TestEndToEndBERTEmbedding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mesh-gguf")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	model := filepath.Join(dir, "bert.gguf")
+	shape := gguf.BERTShape{Layers: 3, Dim: 96, Heads: 6, FF: 256, Vocab: 1000, Ctx: 128, Type: gguf.Q8_0, Pooling: 1}
+	fh, err := os.Create(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gguf.SynthBERT(fh, shape, 21); err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(bin, "-m", model, "--port", "0", "--embedding", "-t", "2", "-np", "2")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		done <- cmd.Wait()
+	}()
+	var base string
+	deadline := time.After(60 * time.Second)
+	for base == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("mesh-gguf exited before listening")
+			}
+			if _, addr, found := strings.Cut(l, "listening on "); found {
+				base = addr
+			}
+		case <-deadline:
+			t.Fatal("no listening line")
+		}
+	}
+	for ready := false; !ready; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("mesh-gguf exited while loading")
+			}
+			ready = strings.Contains(l, "loaded in")
+			t.Log(l)
+		case <-deadline:
+			t.Fatal("model not loaded")
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+
+	post := func(path, body string) (int, []byte) {
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, raw
+	}
+	code, raw := post("/embedding", `{"content":"query: how does a solar battery store energy?"}`)
+	var out []struct {
+		Index     int         `json:"index"`
+		Embedding [][]float32 `json:"embedding"`
+	}
+	if err := json.Unmarshal(raw, &out); code != 200 || err != nil || len(out) != 1 || out[0].Index != 0 || len(out[0].Embedding) != 1 {
+		t.Fatalf("/embedding: %d %s", code, raw)
+	}
+	got := out[0].Embedding[0]
+
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := bert.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	st, err := m.NewState(shape.Ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := st.Embed(context.Background(), m.Tok.Encode("query: how does a solar battery store energy?", true, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n2 float64
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("value %d: served %v, in process %v", i, got[i], want[i])
+		}
+		n2 += float64(got[i]) * float64(got[i])
+	}
+	if len(got) != shape.Dim || n2 < 1-1e-5 || n2 > 1+1e-5 {
+		t.Fatalf("%d values, |v|² %g", len(got), n2)
+	}
+	if code, raw := post("/completion", `{"prompt":"hello"}`); code != 501 || !strings.Contains(string(raw), "bert") {
+		t.Errorf("/completion: %d %s", code, raw)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit after SIGTERM")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 
 	"meshd/engine/runner/gguf"
 )
@@ -26,11 +27,20 @@ func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return fmt.Errorf("%w: unknown model subcommand %q", errUsage, args[0])
 }
 
+// bertShapes are the named shapes of real embedding models model synth
+// writes as BERT encoders; every other model is llama-architecture.
+var bertShapes = map[string]gguf.BERTShape{
+	"e5-small-v2":       gguf.E5SmallV2,
+	"bge-small-en-v1.5": gguf.BGESmallENv15,
+	"all-minilm-l6-v2":  gguf.AllMiniLML6v2,
+}
+
 func modelSynth(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("model synth", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	def := gguf.SmolLM135M
 	out := fs.String("o", "", "output file")
+	shape := fs.String("shape", "smollm-135m", "model shape: smollm-135m (llama) or a BERT embedding model: e5-small-v2, bge-small-en-v1.5, all-minilm-l6-v2 (f16 unless -type; -layers, -dim, -heads, -ff, -vocab, -ctx override)")
 	layers := fs.Int("layers", def.Layers, "transformer blocks")
 	dim := fs.Int("dim", def.Dim, "embedding length")
 	heads := fs.Int("heads", def.Heads, "attention heads")
@@ -46,6 +56,12 @@ func modelSynth(args []string, stdout, stderr io.Writer) error {
 	}
 	if *out == "" {
 		return fmt.Errorf("%w: -o FILE is required", errUsage)
+	}
+	if b, ok := bertShapes[*shape]; ok {
+		return synthBERT(fs, b, *out, *seed, stdout)
+	}
+	if *shape != "smollm-135m" {
+		return fmt.Errorf("%w: unknown shape %q", errUsage, *shape)
 	}
 	tt, mix, err := gguf.ParseQuant(*typ)
 	if err != nil {
@@ -73,6 +89,57 @@ func modelSynth(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s: llama %d layers, dim %d, %d/%d heads, ff %d, vocab %d, %s, %.1fM params\n",
 		*out, s.Layers, s.Dim, s.Heads, s.KVHeads, s.FF, s.Vocab, label, float64(s.Params())/1e6)
+	return nil
+}
+
+// synthBERT writes a named BERT shape, with the sizes and type given
+// explicitly on the command line replacing the shape's.
+func synthBERT(fs *flag.FlagSet, s gguf.BERTShape, out string, seed uint64, stdout io.Writer) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		n, _ := strconv.Atoi(f.Value.String())
+		switch f.Name {
+		case "layers":
+			s.Layers = n
+		case "dim":
+			s.Dim = n
+		case "heads":
+			s.Heads = n
+		case "ff":
+			s.FF = n
+		case "vocab":
+			s.Vocab = n
+		case "ctx":
+			s.Ctx = n
+		case "type":
+			if s.Type, err = gguf.ParseTensorType(f.Value.String()); err != nil {
+				err = fmt.Errorf("%w: %v", errUsage, err)
+			}
+		case "kv-heads", "separate-output":
+			err = fmt.Errorf("%w: -%s does not apply to a BERT shape", errUsage, f.Name)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	fh, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("model synth: %w", err)
+	}
+	if err := gguf.SynthBERT(fh, s, seed); err != nil {
+		fh.Close()
+		os.Remove(out)
+		return fmt.Errorf("model synth: %w", err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("model synth: %w", err)
+	}
+	pooling := map[uint32]string{0: "none", 1: "mean", 2: "cls", 3: "last"}[s.Pooling]
+	fmt.Fprintf(stdout, "wrote %s: bert %d layers, dim %d, %d heads, ff %d, vocab %d, ctx %d, pooling %s, %s, %.1fM params\n",
+		out, s.Layers, s.Dim, s.Heads, s.FF, s.Vocab, s.Ctx, pooling, s.Type, float64(s.Params())/1e6)
 	return nil
 }
 

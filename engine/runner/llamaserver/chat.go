@@ -126,7 +126,7 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) {
 // chatCompletion is /v1/chat/completions: the messages are rendered with
 // the model's chat template and tokenized, both before a slot is taken.
 func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request) {
-	if !s.loaded(w) {
+	if !s.loaded(w) || !s.generative(w) {
 		return
 	}
 	var req chatRequest

@@ -36,7 +36,7 @@ func (s *Server) renderChat(msgs []roleText) (string, error) {
 		cm[i] = chat.Message{Role: m.role, Content: m.text}
 	}
 	bos, eos := s.specialText()
-	tok := s.model.Tok
+	tok := s.info.tok
 	out, err := s.chatTpl.Render(cm, chat.Options{AddGenerationPrompt: true, BOS: bos, EOS: eos,
 		TokenizerAddsBOS: tok.AddBOS && tok.BOS >= 0, TokenizerAddsEOS: tok.AddEOS && tok.EOS >= 0})
 	if err != nil {

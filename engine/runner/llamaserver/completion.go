@@ -149,18 +149,9 @@ func (s *Server) checkTokens(ids []int) error {
 	return nil
 }
 
-// bosExtra is the number of tokens Encode adds with addSpecial.
-func (s *Server) bosExtra() int {
-	tok := s.model.Tok
-	n := 0
-	if tok.AddBOS && tok.BOS >= 0 {
-		n++
-	}
-	if tok.AddEOS && tok.EOS >= 0 {
-		n++
-	}
-	return n
-}
+// bosExtra is the number of tokens Encode adds with addSpecial (BOS, EOS,
+// and BERT's [SEP]).
+func (s *Server) bosExtra() int { return s.info.tok.AddedSpecial() }
 
 // textTokens tokenizes a rendered prompt after the size check.
 func (s *Server) textTokens(text string, addSpecial bool) ([]int, error) {
@@ -174,7 +165,7 @@ func (s *Server) textTokens(text string, addSpecial bool) ([]int, error) {
 	if err := s.checkTextSize(len(text), extra); err != nil {
 		return nil, err
 	}
-	ids := s.model.Tok.Encode(text, addSpecial, true)
+	ids := s.info.tok.Encode(text, addSpecial, true)
 	return ids, s.checkTokens(ids)
 }
 
@@ -182,7 +173,7 @@ func (s *Server) textTokens(text string, addSpecial bool) ([]int, error) {
 // an array mixing token ids and strings as llama-server allows (only a
 // leading string gets BOS). It runs before any slot is taken.
 func (s *Server) promptTokens(raw json.RawMessage) ([]int, string, error) {
-	tok := s.model.Tok
+	tok := s.info.tok
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, "", badRequest(`"prompt" is required`)
 	}
@@ -342,7 +333,7 @@ func (s *Server) generate(ctx context.Context, p genParams, onText func(delta st
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	tok := s.model.Tok
+	tok := s.info.tok
 	tr := newTextTracker(p.stop)
 	var pending []int
 	var started time.Time
@@ -466,7 +457,7 @@ type StreamChunk struct {
 }
 
 func (s *Server) completion(w http.ResponseWriter, r *http.Request) {
-	if !s.loaded(w) {
+	if !s.loaded(w) || !s.generative(w) {
 		return
 	}
 	var req completionRequest

@@ -3,8 +3,6 @@ package llamaserver
 import (
 	"encoding/json"
 	"net/http"
-
-	"meshd/engine/runner/llama"
 )
 
 type embeddingRequest struct {
@@ -79,7 +77,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, oai bool) (inputs
 		writeErr(w, err)
 		return nil, nil, false
 	}
-	if oai && s.model.Pooling == llama.PoolNone {
+	if oai && s.info.poolNone {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "Pooling type 'none' is not OAI compatible. Please use a different pooling type")
 		return nil, nil, false
 	}
@@ -100,9 +98,9 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, oai bool) (inputs
 	if s.hooks.acquired != nil {
 		s.hooks.acquired(r.Context(), sl.id)
 	}
-	d := s.model.Dim
+	d := s.info.dim
 	for _, ids := range inputs {
-		v, err := sl.state.Embed(r.Context(), ids)
+		v, err := sl.emb.Embed(r.Context(), ids)
 		if err != nil {
 			if r.Context().Err() == nil {
 				writeError(w, http.StatusInternalServerError, "server_error", err.Error())
@@ -164,5 +162,5 @@ func (s *Server) modelName() string {
 	if s.ModelPath != "" {
 		return s.ModelPath
 	}
-	return s.model.Name
+	return s.info.name
 }

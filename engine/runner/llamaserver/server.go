@@ -12,6 +12,11 @@
 // checked exactly, all before the request queues for a slot. Each slot is
 // its own llama.State (its own KV cache) over the shared weights and the
 // shared kernel pool, whose loops take turns.
+//
+// An embedding-only encoder (a BERT model, installed with ReadyEncoder)
+// serves /embedding, /v1/embeddings, /tokenize, /detokenize, /health and
+// /props the same way; completions and chat answer 501 naming its
+// architecture.
 package llamaserver
 
 import (
@@ -24,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"meshd/engine/runner/bert"
 	"meshd/engine/runner/chat"
 	"meshd/engine/runner/llama"
 	"meshd/engine/runner/tokenizer"
@@ -55,8 +61,9 @@ type Server struct {
 	ChatTemplate string
 
 	ready atomic.Bool
-	// Set once by Ready before ready is stored; read-only afterwards.
-	model       *llama.Model
+	// Set once by Ready or ReadyEncoder before ready is stored; read-only
+	// afterwards.
+	info        modelInfo
 	slots       *slotPool
 	nCtx        int // positions per slot
 	maxTokBytes int // the most input bytes one token can stand for
@@ -91,6 +98,18 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
+// modelInfo is what the handlers need to know of the model, whichever
+// package runs it.
+type modelInfo struct {
+	tok                       *tokenizer.Tokenizer
+	name                      string
+	vocab, ctxTrain, dim, lay int
+	poolNone                  bool // one embedding per token
+	// encoderArch names the architecture of an embedding-only model ("":
+	// a generative one).
+	encoderArch string
+}
+
 // Ready installs the loaded model and one state per slot (each with its
 // own KV cache of the same size) and starts serving. It must be called
 // once, with at least one state.
@@ -98,30 +117,70 @@ func (s *Server) Ready(m *llama.Model, slots ...*llama.State) {
 	if len(slots) == 0 {
 		panic("llamaserver: Ready needs at least one slot")
 	}
-	s.model = m
-	s.nCtx = slots[0].Ctx()
-	for _, st := range slots[1:] {
-		s.nCtx = min(s.nCtx, st.Ctx())
+	sl := make([]*slot, len(slots))
+	for i, st := range slots {
+		sl[i] = &slot{id: i, state: st, emb: st, ctx: st.Ctx()}
+	}
+	s.ready0(modelInfo{tok: m.Tok, name: m.Name, vocab: m.Vocab, ctxTrain: m.CtxTrain, dim: m.Dim, lay: m.Layers,
+		poolNone: m.Pooling == llama.PoolNone}, sl)
+}
+
+// ReadyEncoder installs an embedding-only encoder and one state per slot
+// and starts serving; it is Ready for a BERT model. It must be called
+// once, with at least one state.
+func (s *Server) ReadyEncoder(m *bert.Model, slots ...*bert.State) {
+	if len(slots) == 0 {
+		panic("llamaserver: ReadyEncoder needs at least one slot")
+	}
+	sl := make([]*slot, len(slots))
+	for i, st := range slots {
+		sl[i] = &slot{id: i, emb: st, ctx: st.Ctx()}
+	}
+	s.ready0(modelInfo{tok: m.Tok, name: m.Name, vocab: m.Vocab, ctxTrain: m.CtxTrain, dim: m.Dim, lay: m.Layers,
+		poolNone: m.Pooling == bert.PoolNone, encoderArch: bert.Arch}, sl)
+}
+
+func (s *Server) ready0(info modelInfo, slots []*slot) {
+	s.info = info
+	s.nCtx = slots[0].ctx
+	for _, sl := range slots[1:] {
+		s.nCtx = min(s.nCtx, sl.ctx)
 	}
 	s.slots = newSlotPool(slots)
-	s.maxTokBytes = maxTokenBytes(m)
+	s.maxTokBytes = maxTokenBytes(info.tok)
 	s.parseChatTemplate()
 	s.ready.Store(true)
+}
+
+// generative answers 501 for an embedding-only model, naming its
+// architecture, and reports whether the model can generate.
+func (s *Server) generative(w http.ResponseWriter) bool {
+	if s.info.encoderArch == "" {
+		return true
+	}
+	writeError(w, http.StatusNotImplemented, "not_supported_error",
+		fmt.Sprintf("the model's architecture %q is an embedding-only encoder: it serves /embedding and /v1/embeddings, not completions", s.info.encoderArch))
+	return false
 }
 
 // maxTokenBytes is an upper bound on the input bytes a single token can
 // consume: a byte token one; a control or user-defined token its text
 // (matched literally when special tokens are parsed); any other the
 // longest of its stored text and its decoded piece (SentencePiece stores
-// a space as three bytes, byte-level BPE a byte as one or two).
-func maxTokenBytes(m *llama.Model) int {
-	tok := m.Tok
+// a space as three bytes, byte-level BPE a byte as one or two). WordPiece
+// and unigram vocabularies normalise the text first, and a character of
+// up to four bytes can normalise to one ("ệ" to "e"), so theirs is four
+// times the longest entry.
+func maxTokenBytes(tok *tokenizer.Tokenizer) int {
 	n := 1
 	for i, t := range tok.Tokens {
 		if i < len(tok.Types) && tok.Types[i] == tokenizer.TypeByte {
 			continue
 		}
 		n = max(n, len(t), len(tok.Piece(i)))
+	}
+	if tok.Model == "bert" || tok.Model == "t5" {
+		n *= 4
 	}
 	return n
 }
@@ -255,7 +314,7 @@ func (s *Server) props(w http.ResponseWriter, r *http.Request) {
 	if !s.loaded(w) {
 		return
 	}
-	m := s.model
+	m := s.info
 	bos, eos := s.specialText()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"default_generation_settings": map[string]any{"n_ctx": s.nCtx, "params": map[string]any{
@@ -270,14 +329,14 @@ func (s *Server) props(w http.ResponseWriter, r *http.Request) {
 		"build_info":    BuildInfo,
 		"embedding":     s.Embeddings,
 		"max_body":      s.maxBody(),
-		"model": map[string]any{"name": m.Name, "n_vocab": m.Vocab, "n_ctx_train": m.CtxTrain,
-			"n_embd": m.Dim, "n_layer": m.Layers},
+		"model": map[string]any{"name": m.name, "n_vocab": m.vocab, "n_ctx_train": m.ctxTrain,
+			"n_embd": m.dim, "n_layer": m.lay},
 	})
 }
 
 // specialText is the text of the BOS and EOS tokens ("" when absent).
 func (s *Server) specialText() (bos, eos string) {
-	tok := s.model.Tok
+	tok := s.info.tok
 	if tok.BOS >= 0 && tok.BOS < tok.Len() {
 		bos = tok.Tokens[tok.BOS]
 	}

@@ -8,10 +8,28 @@ import (
 	"meshd/engine/runner/llama"
 )
 
-// slot is one sequence: a state with its own KV cache.
+// slot is one sequence: a state with its own KV cache, or an encoder's
+// scratch.
 type slot struct {
 	id    int
-	state *llama.State
+	state *llama.State // nil for an embedding-only encoder
+	emb   embedder
+	ctx   int // positions: the longest input
+}
+
+// embedder is what /embedding needs of a slot: llama.State and
+// bert.State both embed a whole input at once.
+type embedder interface {
+	Embed(ctx context.Context, tokens []int) ([]float32, error)
+}
+
+// tokens are the tokens cached in the slot (none for an encoder, which
+// caches nothing).
+func (sl *slot) tokens() []int {
+	if sl.state == nil {
+		return nil
+	}
+	return sl.state.Tokens()
 }
 
 // slotPool hands out free slots, first come first served. A request
@@ -23,10 +41,9 @@ type slotPool struct {
 	waiters []chan *slot // FIFO
 }
 
-func newSlotPool(states []*llama.State) *slotPool {
+func newSlotPool(slots []*slot) *slotPool {
 	p := &slotPool{}
-	for i, st := range states {
-		sl := &slot{id: i, state: st}
+	for _, sl := range slots {
 		p.all = append(p.all, sl)
 		p.free = append(p.free, sl)
 	}
@@ -53,7 +70,7 @@ func (p *slotPool) acquire(ctx context.Context, prompt []int, queued func()) (*s
 	if len(p.free) > 0 {
 		best, bestN := 0, -1
 		for i, sl := range p.free {
-			if n := commonPrefix(sl.state.Tokens(), prompt); n > bestN {
+			if n := commonPrefix(sl.tokens(), prompt); n > bestN {
 				best, bestN = i, n
 			}
 		}

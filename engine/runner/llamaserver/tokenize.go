@@ -19,7 +19,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	tok := s.model.Tok
+	tok := s.info.tok
 	ids := tok.Encode(req.Content, req.AddSpecial, req.ParseSpecial == nil || *req.ParseSpecial)
 	if !req.WithPieces {
 		writeJSON(w, http.StatusOK, map[string][]int{"tokens": ids})
@@ -54,7 +54,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	var b []byte
 	for _, id := range req.Tokens {
-		b = append(b, s.model.Tok.Piece(id)...)
+		b = append(b, s.info.tok.Piece(id)...)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
 }

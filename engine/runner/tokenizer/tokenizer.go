@@ -1,9 +1,12 @@
 // Package tokenizer owns text ↔ token conversion for GGUF models: the
-// SentencePiece-style tokenizer with byte fallback ("llama") and the
-// byte-level BPE tokenizer with ranked merges ("gpt2"), both built from
-// the tokenizer.ggml.* metadata. BPE text is first split into words by the
+// SentencePiece-style tokenizer with byte fallback ("llama"), the
+// byte-level BPE tokenizer with ranked merges ("gpt2"), BERT's WordPiece
+// ("bert") and SentencePiece's unigram model ("t5", as XLM-RoBERTa-based
+// encoders use it), all built from the tokenizer.ggml.* metadata as
+// llama.cpp builds them. BPE text is first split into words by the
 // pre-tokenizer that tokenizer.ggml.pre names (see NewPreTokenizer), with
-// the splitting rules of llama.cpp.
+// the splitting rules of llama.cpp. Any other tokenizer.ggml.model is
+// refused by name.
 package tokenizer
 
 import (
@@ -26,32 +29,51 @@ const (
 
 // Tokenizer converts between text and token ids.
 type Tokenizer struct {
-	Model  string // "llama" or "gpt2"
+	Model  string // "llama", "gpt2", "bert" or "t5"
 	Tokens []string
 	Scores []float32
 	Types  []int32
-	BOS    int // -1 when absent
+	BOS    int // -1 when absent; WordPiece's [CLS]
 	EOS    int
 	UNK    int
+	SEP    int // WordPiece's [SEP], -1 when absent
 	AddBOS bool
 	AddEOS bool
+	// AddSEP ends a specially encoded text with SEP, as BERT does.
+	AddSEP bool
 	// AddSpacePrefix puts a space before the text, as SentencePiece does.
 	AddSpacePrefix bool
+	// Lowercase and StripAccents are WordPiece's normalisation
+	// (tokenizer.ggml.normalizer.*; both on by default, as in BERT's
+	// uncased vocabularies).
+	Lowercase, StripAccents bool
+	// RemoveExtraWhitespaces makes the unigram model collapse runs of
+	// spaces (SentencePiece's remove_extra_whitespaces).
+	RemoveExtraWhitespaces bool
 
-	index   map[string]int
-	byteTok [256]int // SPM: id of <0xXX>, -1 if absent
-	ranks   map[string]int
-	special []int // control and user-defined tokens, longest text first
-	pre     *PreTokenizer
+	index map[string]int
+	// maxTokLen is the longest token in bytes: WordPiece's longest
+	// possible match.
+	maxTokLen int
+	ugm       *ugmModel
+	byteTok   [256]int // SPM: id of <0xXX>, -1 if absent
+	ranks     map[string]int
+	special   []int // control and user-defined tokens, longest text first
+	pre       *PreTokenizer
 }
 
 // New builds a tokenizer from a vocabulary. merges is required for gpt2
-// and ignored for llama. A gpt2 tokenizer splits words with GPT-2's own
+// and ignored otherwise. A gpt2 tokenizer splits words with GPT-2's own
 // pre-tokenizer ("gpt-2") until SetPreTokenizer chooses another; FromGGUF
-// chooses the one the file names.
+// chooses the one the file names. A bert (WordPiece) vocabulary is in
+// llama.cpp's phantom-space form (see wordStart); a t5 (unigram) one needs
+// scores, and its normaliser's precompiled character map is set with
+// SetCharsMap.
 func New(model string, tokens []string, scores []float32, types []int32, merges []string) (*Tokenizer, error) {
-	if model != "llama" && model != "gpt2" {
-		return nil, fmt.Errorf("tokenizer: model %q is not supported (llama, gpt2)", model)
+	switch model {
+	case "llama", "gpt2", "bert", "t5":
+	default:
+		return nil, fmt.Errorf("tokenizer: model %q is not supported (llama, gpt2, bert, t5)", model)
 	}
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("tokenizer: empty vocabulary")
@@ -62,7 +84,7 @@ func New(model string, tokens []string, scores []float32, types []int32, merges 
 	if types != nil && len(types) != len(tokens) {
 		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(types), len(tokens))
 	}
-	t := &Tokenizer{Model: model, Tokens: tokens, Scores: scores, Types: types, BOS: -1, EOS: -1, UNK: -1,
+	t := &Tokenizer{Model: model, Tokens: tokens, Scores: scores, Types: types, BOS: -1, EOS: -1, UNK: -1, SEP: -1,
 		index: make(map[string]int, len(tokens))}
 	if t.Scores == nil {
 		t.Scores = make([]float32, len(tokens))
@@ -78,6 +100,7 @@ func New(model string, tokens []string, scores []float32, types []int32, merges 
 			return nil, fmt.Errorf("tokenizer: tokens %d and %d are both %q", j, i, s)
 		}
 		t.index[s] = i
+		t.maxTokLen = max(t.maxTokLen, len(s))
 		if ty := t.Types[i]; (ty == TypeControl || ty == TypeUserDefined) && s != "" {
 			t.special = append(t.special, i)
 		}
@@ -107,8 +130,32 @@ func New(model string, tokens []string, scores []float32, types []int32, merges 
 			}
 		}
 		t.pre = preByName["gpt-2"]
+	case "bert":
+		// llama.cpp's defaults for a WordPiece vocabulary: [CLS] text [SEP],
+		// uncased. The ids are BERT's when the vocabulary lacks the names.
+		t.AddBOS, t.AddSEP, t.Lowercase, t.StripAccents = true, true, true, true
+		t.BOS, t.SEP, t.UNK = t.lookupOr("[CLS]", 101), t.lookupOr("[SEP]", 102), t.lookupOr("[UNK]", 100)
+	case "t5":
+		// llama.cpp's defaults for a unigram vocabulary: text </s>, with
+		// SentencePiece's dummy prefix; XLM-RoBERTa files override the ids
+		// and add <s> through the metadata.
+		t.AddEOS, t.AddSpacePrefix = true, true
+		t.EOS, t.UNK = t.lookupOr("</s>", 1), t.lookupOr("<unk>", 2)
+		t.ugm = newUGM(t)
 	}
 	return t, nil
+}
+
+// lookupOr is the id of token s, or def when s is absent and def is a
+// valid id, else -1.
+func (t *Tokenizer) lookupOr(s string, def int) int {
+	if id, ok := t.index[s]; ok {
+		return id
+	}
+	if def < len(t.Tokens) {
+		return def
+	}
+	return -1
 }
 
 // SetPreTokenizer chooses the BPE pre-tokenizer by its tokenizer.ggml.pre
@@ -172,6 +219,25 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if model == "t5" {
+		if a, ok := f.ArrayOf("tokenizer.ggml.precompiled_charsmap"); ok {
+			var cm []byte
+			switch v := a.Values.(type) {
+			case []uint8:
+				cm = v
+			case []int8:
+				cm = make([]byte, len(v))
+				for i, b := range v {
+					cm[i] = byte(b)
+				}
+			default:
+				return nil, fmt.Errorf("tokenizer: tokenizer.ggml.precompiled_charsmap is %s, want u8 or i8", a.Elem)
+			}
+			if err := t.SetCharsMap(cm); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if model == "gpt2" {
 		// A missing key is llama.cpp's "default" pre-tokenizer.
 		pre, _ := f.String("tokenizer.ggml.pre")
@@ -180,10 +246,21 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 		t.AddBOS = t.pre.addBOS
 	}
-	ids := []struct {
+	type idKey struct {
 		key string
 		dst *int
-	}{{"tokenizer.ggml.bos_token_id", &t.BOS}, {"tokenizer.ggml.eos_token_id", &t.EOS}, {"tokenizer.ggml.unknown_token_id", &t.UNK}}
+	}
+	var ids []idKey
+	if model == "bert" {
+		// BERT files name [CLS], the token WordPiece starts with, only as
+		// cls_token_id; a bos_token_id, where there is one, comes later
+		// and wins.
+		ids = append(ids, idKey{"tokenizer.ggml.cls_token_id", &t.BOS})
+	}
+	ids = append(ids, idKey{"tokenizer.ggml.bos_token_id", &t.BOS}, idKey{"tokenizer.ggml.eos_token_id", &t.EOS},
+		idKey{"tokenizer.ggml.unknown_token_id", &t.UNK},
+		// gguf-py spells the key "seperator".
+		idKey{"tokenizer.ggml.seperator_token_id", &t.SEP})
 	for _, k := range ids {
 		if v, ok := f.Uint(k.key); ok {
 			if v >= uint64(len(tokens)) {
@@ -198,8 +275,21 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if v, ok := f.Bool("tokenizer.ggml.add_eos_token"); ok {
 		t.AddEOS = v
 	}
+	if v, ok := f.Bool("tokenizer.ggml.add_sep_token"); ok {
+		t.AddSEP = v
+	}
 	if v, ok := f.Bool("tokenizer.ggml.add_space_prefix"); ok {
 		t.AddSpacePrefix = v
+	}
+	if v, ok := f.Bool("tokenizer.ggml.remove_extra_whitespaces"); ok {
+		t.RemoveExtraWhitespaces = v
+	}
+	// llama.cpp: strip_accents follows lowercase unless set itself.
+	if v, ok := f.Bool("tokenizer.ggml.normalizer.lowercase"); ok {
+		t.Lowercase, t.StripAccents = v, v
+	}
+	if v, ok := f.Bool("tokenizer.ggml.normalizer.strip_accents"); ok {
+		t.StripAccents = v
 	}
 	return t, nil
 }
@@ -210,7 +300,19 @@ func (t *Tokenizer) Len() int { return len(t.Tokens) }
 // IsEOG reports whether id ends generation.
 func (t *Tokenizer) IsEOG(id int) bool { return id == t.EOS && id >= 0 }
 
-// Encode tokenizes text. addSpecial adds BOS/EOS as the model asks;
+// AddedSpecial is the number of tokens Encode adds with addSpecial.
+func (t *Tokenizer) AddedSpecial() int {
+	n := 0
+	for _, add := range []bool{t.AddBOS && t.BOS >= 0, t.AddEOS && t.EOS >= 0, t.AddSEP && t.SEP >= 0} {
+		if add {
+			n++
+		}
+	}
+	return n
+}
+
+// Encode tokenizes text. addSpecial adds BOS/EOS (and BERT's [CLS] and
+// [SEP]) as the model asks;
 // parseSpecial turns the text of control and user-defined tokens into
 // those tokens instead of spelling them out.
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
@@ -225,15 +327,23 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
 			first = true
 			continue
 		}
-		if t.Model == "llama" {
+		switch t.Model {
+		case "llama":
 			out = t.encodeSPM(out, frag.text, first && t.AddSpacePrefix)
-		} else {
+		case "bert":
+			out = t.encodeWPM(out, frag.text)
+		case "t5":
+			out = t.encodeUGM(out, frag.text)
+		default:
 			out = t.encodeBPE(out, frag.text)
 		}
 		first = false
 	}
 	if addSpecial && t.AddEOS && t.EOS >= 0 {
 		out = append(out, t.EOS)
+	}
+	if addSpecial && t.AddSEP && t.SEP >= 0 {
+		out = append(out, t.SEP)
 	}
 	return out
 }
@@ -293,21 +403,27 @@ func (t *Tokenizer) Piece(id int) []byte {
 	case TypeUserDefined:
 		return []byte(s)
 	}
-	if t.Model == "llama" {
+	if t.Model != "gpt2" {
+		// SentencePiece's escaped space, WordPiece's phantom one.
 		return []byte(strings.ReplaceAll(s, "▁", " "))
 	}
 	return bpeDecode(s)
 }
 
 // Decode is the inverse of Encode without special tokens: it joins the
-// pieces and drops the space SentencePiece prefixed.
+// pieces and drops the space SentencePiece prefixed. WordPiece text comes
+// back normalised (lowercased, accents stripped) and with a space between
+// words and punctuation except before "?!.,", as llama.cpp detokenises it.
 func (t *Tokenizer) Decode(ids []int) string {
 	var b []byte
 	for _, id := range ids {
 		b = append(b, t.Piece(id)...)
 	}
 	s := string(b)
-	if t.Model == "llama" && t.AddSpacePrefix {
+	switch {
+	case t.Model == "bert":
+		s = cleanSpaces(s)
+	case (t.Model == "llama" || t.Model == "t5") && t.AddSpacePrefix:
 		s = strings.TrimPrefix(s, " ")
 	}
 	return s
