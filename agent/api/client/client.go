@@ -36,6 +36,13 @@ type Client struct {
 	steward ed25519.PublicKey
 }
 
+// WithTransport returns c using rt for its requests (a pool sized for many
+// concurrent callers, say); the address's dialing is kept for unix
+// sockets only when rt is nil.
+func (c *Client) WithTransport(rt http.RoundTripper) *Client {
+	return &Client{base: c.base, hc: &http.Client{Transport: rt}, steward: c.steward}
+}
+
 // New returns a client for addr: "host:port", "http://host:port", or a
 // unix socket as "unix:/run/meshd/meshd.sock" or an absolute path.
 func New(addr string) (*Client, error) {
