@@ -37,8 +37,8 @@ type Client struct {
 }
 
 // WithTransport returns c using rt for its requests (a pool sized for many
-// concurrent callers, say); the address's dialing is kept for unix
-// sockets only when rt is nil.
+// concurrent callers, say). rt replaces c's dialing too: for a unix socket
+// it must dial the socket itself.
 func (c *Client) WithTransport(rt http.RoundTripper) *Client {
 	return &Client{base: c.base, hc: &http.Client{Transport: rt}, steward: c.steward}
 }
