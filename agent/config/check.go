@@ -638,6 +638,9 @@ func (v *checker) corpora() {
 		if c.MaxFileBytes < 0 {
 			v.problem(p+"max_file_bytes", "must be > 0")
 		}
+		if c.MaxChunkBytes < 0 || (has("max_chunk_bytes") && c.MaxChunkBytes == 0) {
+			v.problem(p+"max_chunk_bytes", "must be > 0")
+		}
 		if has("signing_profile") {
 			v.oneOf(p+"signing_profile", c.SigningProfile, "pq_pure", "pq_hybrid")
 		}

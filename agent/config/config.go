@@ -410,6 +410,9 @@ type Corpus struct {
 	ChunkLines   int   `toml:"chunk_lines,omitempty"`
 	ChunkOverlap int   `toml:"chunk_overlap,omitempty"`
 	MaxFileBytes int64 `toml:"max_file_bytes,omitempty"`
+	// MaxChunkBytes ends a chunk early so a passage fits the embedding
+	// model's context; default 1500.
+	MaxChunkBytes int `toml:"max_chunk_bytes,omitempty"`
 	// SigningKey is the operator's key file (the hex seed `meshctl corpus
 	// keygen` writes); when set the corpus hash is signed under
 	// SigningProfile ("pq_pure", default, or "pq_hybrid").

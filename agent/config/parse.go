@@ -342,6 +342,9 @@ func (v *checker) defaults() {
 			k.ChunkOverlap = min(8, k.ChunkLines/4)
 		}
 		setInt64(ix, p+"max_file_bytes", &k.MaxFileBytes, 1<<20)
+		if !ix.has(p + "max_chunk_bytes") {
+			k.MaxChunkBytes = 1500
+		}
 	}
 	if !ix.has("defaults.joule_ceiling_uj") {
 		c.Defaults.JouleCeilingUJ = DefaultJouleCeilingUJ

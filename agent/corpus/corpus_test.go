@@ -2,6 +2,7 @@ package corpus
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"os"
 	"path/filepath"
@@ -211,5 +212,33 @@ func TestIngestRefusesMissingCommit(t *testing.T) {
 	_, _, err := Ingest(context.Background(), cfg, &wordEmbedder{dim: 8}, nil)
 	if err == nil || !strings.Contains(err.Error(), "not in the local repository") {
 		t.Fatalf("missing commit: %v", err)
+	}
+}
+
+func TestChunkLines(t *testing.T) {
+	text := "a\nbb\nccc\ndddd\n" + strings.Repeat("e", 30) + "\nf\n"
+	cases := []struct {
+		n, overlap, maxBytes int
+		want                 [][2]int // start, end lines
+	}{
+		{2, 0, 100, [][2]int{{1, 2}, {3, 4}, {5, 6}}},
+		{3, 1, 100, [][2]int{{1, 3}, {3, 5}, {5, 6}}},
+		// The byte budget ends chunks early; a line over it stands alone.
+		{6, 0, 10, [][2]int{{1, 3}, {4, 4}, {5, 5}, {6, 6}}},
+		{6, 2, 10, [][2]int{{1, 3}, {2, 3}, {3, 4}, {4, 4}, {5, 5}, {6, 6}}},
+	}
+	for _, c := range cases {
+		got := chunkLines(text, c.n, c.overlap, c.maxBytes, "r", "f", strings.Repeat("a", 40))
+		var spans [][2]int
+		for _, ch := range got {
+			spans = append(spans, [2]int{ch.Provenance.StartLine, ch.Provenance.EndLine})
+			lines := strings.SplitAfter(text, "\n")
+			if want := strings.Join(lines[ch.Provenance.StartLine-1:ch.Provenance.EndLine], ""); ch.Content != want {
+				t.Fatalf("chunk %v content %q, want %q", spans[len(spans)-1], ch.Content, want)
+			}
+		}
+		if fmt.Sprint(spans) != fmt.Sprint(c.want) {
+			t.Errorf("n=%d overlap=%d max=%d: %v, want %v", c.n, c.overlap, c.maxBytes, spans, c.want)
+		}
 	}
 }

@@ -50,6 +50,9 @@ type Config struct {
 	ChunkLines, Overlap int
 	// MaxFileBytes skips larger files (default 1 MiB): a corpus is text.
 	MaxFileBytes int64
+	// MaxChunkBytes ends a chunk early (default 1500 bytes) so that a
+	// passage stays within the embedding model's context.
+	MaxChunkBytes int
 	// PassagePrefix and QueryPrefix are the model's role prefixes (e5:
 	// "passage: " and "query: "), applied to what is embedded, never to
 	// what is stored or returned.
@@ -74,6 +77,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxFileBytes <= 0 {
 		c.MaxFileBytes = 1 << 20
+	}
+	if c.MaxChunkBytes <= 0 {
+		c.MaxChunkBytes = 1500
 	}
 }
 
@@ -211,7 +217,7 @@ func (c *Corpus) ingestRepo(ctx context.Context, cfg Config, r Repo, emb Embedde
 		}
 		sum := sha256.Sum256(data)
 		file := File{SourcePath: src, RepoID: r.ID, Path: f.Name, Commit: r.Commit, Blob: blob, SHA256: hex.EncodeToString(sum[:])}
-		chunks := chunkLines(string(data), cfg.ChunkLines, cfg.Overlap, r.ID, f.Name, r.Commit)
+		chunks := chunkLines(string(data), cfg.ChunkLines, cfg.Overlap, cfg.MaxChunkBytes, r.ID, f.Name, r.Commit)
 		c.Files = append(c.Files, file)
 		todo = append(todo, pending{file: len(c.Files) - 1, chunks: chunks})
 		st.Files++
@@ -297,18 +303,23 @@ func (c *Corpus) embed(ctx context.Context, cfg Config, emb Embedder, todo []pen
 	return flush()
 }
 
-// chunkLines cuts text into chunks of n lines sharing overlap lines with
-// the one before, each with its provenance. A chunk's content is its lines
+// chunkLines cuts text into chunks of at most n lines (and, unless a
+// single line is longer, at most maxBytes bytes, so a passage fits the
+// embedding model's context), each sharing up to overlap lines with the
+// one before, each with its provenance. A chunk's content is its lines
 // exactly as in the file, newlines included.
-func chunkLines(text string, n, overlap int, repoID, file, commit string) []Chunk {
+func chunkLines(text string, n, overlap, maxBytes int, repoID, file, commit string) []Chunk {
 	lines := strings.SplitAfter(text, "\n")
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
 	var out []Chunk
-	step := n - overlap
-	for start := 0; start < len(lines); start += step {
-		end := min(start+n, len(lines))
+	for start := 0; start < len(lines); {
+		end, size := start, 0
+		for end < len(lines) && end-start < n && (end == start || size+len(lines[end]) <= maxBytes) {
+			size += len(lines[end])
+			end++
+		}
 		content := strings.Join(lines[start:end], "")
 		if strings.TrimSpace(content) != "" {
 			sum := sha256.Sum256([]byte(content))
@@ -319,6 +330,7 @@ func chunkLines(text string, n, overlap int, repoID, file, commit string) []Chun
 		if end == len(lines) {
 			break
 		}
+		start = max(start+1, end-overlap)
 	}
 	return out
 }

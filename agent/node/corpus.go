@@ -60,7 +60,7 @@ func sameCorpus(a, b config.Corpus) bool {
 		a.Runner == b.Runner && a.Threads == b.Threads && a.Context == b.Context && slices.Equal(a.Meters, b.Meters) &&
 		a.Fidelity == b.Fidelity && a.UJPerToken == b.UJPerToken && a.QueryPrefix == b.QueryPrefix &&
 		a.PassagePrefix == b.PassagePrefix && a.ChunkLines == b.ChunkLines && a.ChunkOverlap == b.ChunkOverlap &&
-		a.MaxFileBytes == b.MaxFileBytes && a.SigningKey == b.SigningKey && a.SigningProfile == b.SigningProfile &&
+		a.MaxFileBytes == b.MaxFileBytes && a.MaxChunkBytes == b.MaxChunkBytes && a.SigningKey == b.SigningKey && a.SigningProfile == b.SigningProfile &&
 		slices.Equal(a.Repos, b.Repos)
 }
 
@@ -128,7 +128,7 @@ func (n *Node) startCorpus(ctx context.Context, stateDir string, cc config.Corpu
 			}
 		}
 	}
-	ccfg := corpus.Config{Model: cc.Model, ChunkLines: cc.ChunkLines, Overlap: cc.ChunkOverlap, MaxFileBytes: cc.MaxFileBytes,
+	ccfg := corpus.Config{Model: cc.Model, ChunkLines: cc.ChunkLines, Overlap: cc.ChunkOverlap, MaxFileBytes: cc.MaxFileBytes, MaxChunkBytes: cc.MaxChunkBytes,
 		PassagePrefix: cc.PassagePrefix, QueryPrefix: cc.QueryPrefix}
 	for _, r := range cc.Repos {
 		ccfg.Repos = append(ccfg.Repos, corpus.Repo{Repo: rag.Repo{ID: r.ID, URL: r.URL, Branch: r.Branch, Commit: r.Commit}, Path: r.Path})

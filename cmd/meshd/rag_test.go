@@ -88,7 +88,7 @@ func ragConfig(model, runner string, a *testRepo, ac string, b *testRepo, bc str
 [[corpus]]
 org = "example"
 name = "docs"
-model = "test/llama-synth-embed:f32"
+model = "test/bert-synth:f32"
 embedding_model = %q
 runner = %q
 query_prefix = "query: "
@@ -152,7 +152,9 @@ func TestCorpusOverHTTP(t *testing.T) {
 	runner := meshGGUFBin(t)
 	model := filepath.Join(t.TempDir(), "embed.gguf")
 	f, _ := os.Create(model)
-	if err := gguf.Synth(f, gguf.Shape{Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FF: 128, Vocab: 320, Ctx: 256, Type: gguf.F32}, 5); err != nil {
+	// A BERT encoder as retrieval models are (e5, bge), small enough to
+	// embed the corpus in a moment.
+	if err := gguf.SynthBERT(f, gguf.BERTShape{Layers: 2, Dim: 64, Heads: 4, FF: 128, Vocab: 400, Ctx: 128, Type: gguf.F32, Pooling: 1}, 5); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
