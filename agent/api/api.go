@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,7 +69,9 @@ type Server struct {
 	// oldest is the start (unix ns) of the oldest serve in flight, for the
 	// watchdog's liveness check; 0 when none.
 	started  *startSet
-	lastPing atomic.Int64
+	events   events
+	done     chan struct{} // closed by Drain: live streams end
+	drainOne sync.Once
 }
 
 // New returns the server for n.
@@ -89,7 +92,7 @@ func New(n *node.Node, opts Options) *Server {
 		opts.Defaults.JouleCeilingUJ = 1 << 40
 	}
 	s := &Server{node: n, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
-		slots: make(chan struct{}, opts.MaxInFlight), started: newStartSet()}
+		slots: make(chan struct{}, opts.MaxInFlight), started: newStartSet(), done: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -104,6 +107,11 @@ func New(n *node.Node, opts Options) *Server {
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("POST /v1/rag/{org}/{name}/{procedure}", s.rag)
 	s.mux.HandleFunc("GET /v1/rag", s.corpora)
+	s.mux.HandleFunc("GET /v1/node", s.nodeInfo)
+	s.mux.HandleFunc("GET /v1/chain/checkpoint", s.checkpoint)
+	s.mux.HandleFunc("POST /v1/meters/idle", s.idle)
+	s.mux.HandleFunc("POST /v1/attest", s.attest)
+	s.mux.HandleFunc("GET /v1/live", s.live)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if opts.Metrics != nil {
@@ -136,7 +144,10 @@ func (s *Server) HTTPServer(readHeader, read, idle time.Duration) *http.Server {
 
 // Drain makes new serves fail with 503 and /readyz report not ready, so a
 // load balancer and clients move away while in-flight serves finish.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.drainOne.Do(func() { close(s.done) })
+}
 
 // InFlight is the number of serves running now.
 func (s *Server) InFlight() int64 { return s.inflight.Load() }

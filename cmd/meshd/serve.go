@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"meshd/agent"
 	"meshd/agent/api"
 	"meshd/agent/config"
 	"meshd/agent/node"
@@ -118,6 +119,18 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 	metrics := api.NewMetrics(current.Load)
 	opts := hooks.opts
 	opts.Logger, opts.Metrics = d.log, metrics
+	// The API's live stream hears of each serve; the server is made after
+	// the node, so the node is told through this.
+	var apiSrv atomic.Pointer[api.Server]
+	outer := opts.Observe
+	opts.Observe = func(ev agent.Event) {
+		if s := apiSrv.Load(); s != nil {
+			s.Served(ev)
+		}
+		if outer != nil {
+			outer(ev)
+		}
+	}
 	_ = d.notify.Status("opening the receipt log, the ledger, the meters and the engines")
 	n, err := node.Open(ctx, cfg, opts)
 	if err != nil {
@@ -135,6 +148,7 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 		Logger:       d.log,
 		Metrics:      metrics,
 	})
+	apiSrv.Store(d.api)
 	lns, err := d.listen(cfg.Listen)
 	if err != nil {
 		n.Close(context.WithoutCancel(ctx))
