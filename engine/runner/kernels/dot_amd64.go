@@ -63,6 +63,11 @@ func axpys(out, p, v []float32, stride int) {
 //go:noescape
 func dotQ4_0RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, nb int, out *float32)
 
+//go:noescape
+func dotQ4_0RowsAVX512(w *byte, rowBytes, n int, q *int8, d *float32, nb int, out *float32)
+
+// dotQ4_0Rows sets out[i] to the dot product of v with the first nb
+// blocks of Q4_0 row i of w, rows rowBytes apart.
 func dotQ4_0Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 	if !hasAVX2 || nb == 0 || len(out) == 0 {
 		rowsGeneric(dotQ4_0Generic, 18)(w, rowBytes, nb, v, out)
@@ -71,28 +76,48 @@ func dotQ4_0Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 	_ = w[(len(out)-1)*rowBytes+nb*18-1]
 	_ = v.Q[nb*32-1]
 	_ = v.D[nb-1]
+	if hasAVX512Rows {
+		dotQ4_0RowsAVX512(&w[0], rowBytes, len(out), &v.Q[0], &v.D[0], nb, &out[0])
+		return
+	}
 	dotQ4_0RowsAVX2(&w[0], rowBytes, len(out), &v.Q[0], &v.D[0], nb, &out[0])
 }
 
+// dotQ4KRows sets out[i] to the dot product of v with the first nb
+// super-blocks of Q4_K row i of w, rows rowBytes apart.
 func dotQ4KRows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 	if !hasAVX2 || nb == 0 || len(out) == 0 {
 		rowsGeneric(dotQ4KGeneric, 144)(w, rowBytes, nb, v, out)
 		return
 	}
+	if hasAVX512Rows {
+		kRowsAVX2(dotQ4KRowsAVX512, 144, w, rowBytes, nb, v, out)
+		return
+	}
 	kRowsAVX2(dotQ4KRowsAVX2, 144, w, rowBytes, nb, v, out)
 }
 
+// dotQ5KRows is dotQ4KRows for Q5_K rows.
 func dotQ5KRows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 	if !hasAVX2 || nb == 0 || len(out) == 0 {
 		rowsGeneric(dotQ5KGeneric, 176)(w, rowBytes, nb, v, out)
 		return
 	}
+	if hasAVX512Rows {
+		kRowsAVX2(dotQ5KRowsAVX512, 176, w, rowBytes, nb, v, out)
+		return
+	}
 	kRowsAVX2(dotQ5KRowsAVX2, 176, w, rowBytes, nb, v, out)
 }
 
+// dotQ6KRows is dotQ4KRows for Q6_K rows.
 func dotQ6KRows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 	if !hasAVX2 || nb == 0 || len(out) == 0 {
 		rowsGeneric(dotQ6KGeneric, 210)(w, rowBytes, nb, v, out)
+		return
+	}
+	if hasAVX512Rows {
+		kRowsAVX2(dotQ6KRowsAVX512, 210, w, rowBytes, nb, v, out)
 		return
 	}
 	kRowsAVX2(dotQ6KRowsAVX2, 210, w, rowBytes, nb, v, out)
@@ -133,6 +158,24 @@ func dotQ5KRowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb
 
 //go:noescape
 func dotQ6KRowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb int, out *float32)
+
+// The AVX-512 K-quant row kernels (dotk512_amd64.s): four rows per
+// pass, the same integer sums and float roundings as the AVX2 ones.
+
+//go:noescape
+func dotQ4KRowsAVX512(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb int, out *float32)
+
+//go:noescape
+func dotQ5KRowsAVX512(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb int, out *float32)
+
+//go:noescape
+func dotQ6KRowsAVX512(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb int, out *float32)
+
+// hasAVX512Rows selects the AVX-512 row kernels, which need VL (EVEX
+// forms of 256-bit operations), GFNI (the quant unpacking) and VBMI
+// (Q4_0's byte permutes) beyond what hasAVX512 checks. The tests turn it off to run the AVX2 kernels
+// too.
+var hasAVX512Rows = hasAVX512 && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512GFNI && cpu.X86.HasAVX512VBMI
 
 // kRowsAVX2 checks what the assembly will read, then runs it.
 func kRowsAVX2(asm func(w *byte, rowBytes, n int, q *int8, d *float32, bs *int16, nb int, out *float32), bb int, w []byte, rowBytes, nb int, v *QVec, out []float32) {

@@ -11,6 +11,9 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tok
 // hasAVX512: the AVX-512 kernels exist only for amd64.
 var hasAVX512 = false
 
+// hasAVX512Rows: nor do the AVX-512 row kernels.
+var hasAVX512Rows = false
+
 // tokenPack: no kernel here reads packed token data.
 type tokenPack struct{}
 

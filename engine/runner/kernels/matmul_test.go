@@ -16,17 +16,7 @@ import (
 // per-token MatVec results, and the same results as MatMul with the
 // multi-token kernels turned off (the portable path). Where the CPU has
 // the AVX-512 kernels it runs with them and again with the AVX2 ones.
-func TestMatMulKernels(t *testing.T) {
-	wide := hasAVX512
-	defer func() { hasAVX512 = wide }()
-	for _, on := range []bool{false, true} {
-		if on && !wide {
-			continue
-		}
-		hasAVX512 = on
-		testMatMulKernels(t)
-	}
-}
+func TestMatMulKernels(t *testing.T) { eachWidth(t, testMatMulKernels) }
 
 func testMatMulKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(51, 52))

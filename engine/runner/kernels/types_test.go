@@ -36,7 +36,9 @@ func dequantActivation(typ gguf.TensorType, v *QVec, x []float32) []float64 {
 // the kernel's unpacking and integer arithmetic exact; with the exact
 // activation, agreement within 1% of Σ|w·x| bounds the activation
 // quantisation error. Rows mix plain, offset and outlier weights.
-func TestEveryTypeAgainstFloat64(t *testing.T) {
+func TestEveryTypeAgainstFloat64(t *testing.T) { eachWidth(t, testEveryTypeAgainstFloat64) }
+
+func testEveryTypeAgainstFloat64(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	for _, typ := range allTypes {
 		for _, n := range []int{256, 512, 2048} {
@@ -128,14 +130,40 @@ func randBlocks(r *rand.Rand, typ gguf.TensorType, n, nb int) []byte {
 	return w
 }
 
+// eachWidth runs f as a subtest with the AVX-512 kernels where this CPU
+// has them ("avx512") and again with them off ("avx2": the AVX2 kernels
+// where the CPU has those, else the portable ones), restoring the
+// switches after: every path a machine can take is tested on it.
+func eachWidth(t *testing.T, f func(t *testing.T)) {
+	wide, rows := hasAVX512, hasAVX512Rows
+	defer func() { hasAVX512, hasAVX512Rows = wide, rows }()
+	for _, on := range []bool{true, false} {
+		if on && !wide && !rows {
+			continue
+		}
+		hasAVX512, hasAVX512Rows = on && wide, on && rows
+		name := "avx2"
+		if on {
+			name = "avx512"
+		}
+		t.Run(name, f)
+	}
+}
+
 // TestRowKernelsMatchGeneric: the dispatched row kernels (assembly
-// where this CPU has it) against the portable ones, on random bytes,
-// for row counts around the kernels' grouping and block counts from one
-// up. The K-quant kernels add the same integer sums in the same order,
-// so they must agree bit for bit; the others accumulate in vector lanes
-// and must agree to float32 rounding.
+// where this CPU has it, AVX-512 and AVX2 in turn) against the portable
+// ones, on random bytes, for row counts around the kernels' grouping
+// (fours, then single rows), block counts from one up and row strides
+// wider than the data. The K-quant kernels add the same integer sums in
+// the same order, so they must agree bit for bit; the others accumulate
+// in vector lanes and must agree to float32 rounding. Every row must
+// also give the same bits alone as among others.
 func TestRowKernelsMatchGeneric(t *testing.T) {
-	t.Logf("AVX2 kernels in use: %v", hasAVX2)
+	t.Logf("AVX2 kernels in use: %v, AVX-512 row kernels: %v", hasAVX2, hasAVX512Rows)
+	eachWidth(t, testRowKernelsMatchGeneric)
+}
+
+func testRowKernelsMatchGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(33, 34))
 	type rowsFn = func(w []byte, rowBytes, nb int, v *QVec, out []float32)
 	for _, tc := range []struct {
@@ -150,36 +178,60 @@ func TestRowKernelsMatchGeneric(t *testing.T) {
 		{gguf.Q5_K, dotQ5KRows, rowsGeneric(dotQ5KGeneric, 176), true, 176, 256},
 		{gguf.Q6_K, dotQ6KRows, rowsGeneric(dotQ6KGeneric, 210), true, 210, 256},
 	} {
-		for _, nb := range []int{1, 2, 3, 8} {
-			for n := 1; n <= 9; n++ {
-				w := randBlocks(r, tc.typ, n, nb)
-				rb := nb * tc.bb
-				x := randVec(r, nb*tc.valsPerBlock, 1)
-				for i := 0; i < len(x); i += 7 {
-					x[i] *= 30 // outliers: extreme activation quants
-				}
-				v := NewQVec(nb * tc.valsPerBlock)
-				v.Quantize(x)
-				got := make([]float32, n+1)
-				got[n] = 42
-				want := make([]float32, n)
-				tc.dispatched(w, rb, nb, v, got[:n])
-				tc.ref(w, rb, nb, v, want)
-				if got[n] != 42 {
-					t.Fatalf("%s nb=%d n=%d: wrote past the output", tc.typ, nb, n)
-				}
-				wd, err := gguf.Decode(tc.typ, w, n*nb*tc.valsPerBlock)
-				if err != nil {
-					t.Fatal(err)
-				}
-				xa := dequantActivation(tc.typ, v, x)
-				for i := range want {
-					var mag float64 // Σ|w·x| as the kernels see them
-					for j, a := range xa {
-						mag += math.Abs(float64(wd[i*len(xa)+j]) * a)
+		for _, nb := range []int{1, 2, 3, 8, 9, 17} {
+			for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 13} {
+				for _, pad := range []int{0, 46} {
+					rb := nb*tc.bb + pad
+					dense := randBlocks(r, tc.typ, n, nb)
+					w := make([]byte, n*rb)
+					for i := range n {
+						copy(w[i*rb:], dense[i*nb*tc.bb:(i+1)*nb*tc.bb])
 					}
-					if tc.exact && got[i] != want[i] || !tc.exact && math.Abs(float64(got[i]-want[i])) > 1e-5*mag+1e-30 {
-						t.Fatalf("%s nb=%d n=%d row %d: dispatched %v, generic %v", tc.typ, nb, n, i, got[i], want[i])
+					x := randVec(r, nb*tc.valsPerBlock, 1)
+					for i := 0; i < len(x); i += 7 {
+						x[i] *= 30 // outliers: extreme activation quants
+					}
+					v := NewQVec(nb * tc.valsPerBlock)
+					v.Quantize(x)
+					got := make([]float32, n+1)
+					got[n] = 42
+					want := make([]float32, n)
+					tc.dispatched(w, rb, nb, v, got[:n])
+					tc.ref(w, rb, nb, v, want)
+					if got[n] != 42 {
+						t.Fatalf("%s nb=%d n=%d: wrote past the output", tc.typ, nb, n)
+					}
+					if hasAVX512Rows {
+						// The AVX-512 kernels keep the AVX2 ones' lanes
+						// and roundings: the same bits for every type.
+						hasAVX512Rows = false
+						narrow := make([]float32, n)
+						tc.dispatched(w, rb, nb, v, narrow)
+						hasAVX512Rows = true
+						for i := range narrow {
+							if got[i] != narrow[i] {
+								t.Fatalf("%s nb=%d n=%d pad=%d row %d: AVX-512 %v, AVX2 %v", tc.typ, nb, n, pad, i, got[i], narrow[i])
+							}
+						}
+					}
+					wd, err := gguf.Decode(tc.typ, dense, n*nb*tc.valsPerBlock)
+					if err != nil {
+						t.Fatal(err)
+					}
+					xa := dequantActivation(tc.typ, v, x)
+					for i := range want {
+						var mag float64 // Σ|w·x| as the kernels see them
+						for j, a := range xa {
+							mag += math.Abs(float64(wd[i*len(xa)+j]) * a)
+						}
+						if tc.exact && got[i] != want[i] || !tc.exact && math.Abs(float64(got[i]-want[i])) > 1e-5*mag+1e-30 {
+							t.Fatalf("%s nb=%d n=%d pad=%d row %d: dispatched %v, generic %v", tc.typ, nb, n, pad, i, got[i], want[i])
+						}
+						var one [1]float32
+						tc.dispatched(w[i*rb:i*rb+nb*tc.bb], nb*tc.bb, nb, v, one[:])
+						if one[0] != got[i] {
+							t.Fatalf("%s nb=%d n=%d pad=%d row %d: %v alone, %v among %d rows", tc.typ, nb, n, pad, i, one[0], got[i], n)
+						}
 					}
 				}
 			}
@@ -309,7 +361,9 @@ func TestNewActivationForms(t *testing.T) {
 // every type and pool size, exactly the per-token MatVec results (the
 // same row kernels run in the same order; only the loop nest differs),
 // over row counts that leave partial tiles and chunks.
-func TestMatMulEqualsMatVec(t *testing.T) {
+func TestMatMulEqualsMatVec(t *testing.T) { eachWidth(t, testMatMulEqualsMatVec) }
+
+func testMatMulEqualsMatVec(t *testing.T) {
 	r := rand.New(rand.NewPCG(37, 38))
 	const cols = 512
 	for _, typ := range allTypes {
