@@ -352,7 +352,9 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 			}
 		}
 	}
-	res, energy, metering, err := a.metered(ctx, b, meter, req, prompt, opts.Engine)
+	eopts := opts.Engine
+	eopts.Grant = opts.Grant
+	res, energy, metering, err := a.metered(ctx, b, meter, req, prompt, eopts)
 	if err != nil {
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w", id, b.Name(), err)}
 	}
@@ -361,10 +363,19 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		// these tokens, so no receipt may claim them.
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: caller gone before sealing: %w", id, b.Name(), err)}
 	}
+	recipe := b.Recipe()
+	var upstream *steward.Upstream
+	if res.Upstream != nil {
+		if res.Upstream.Recipe != "" {
+			recipe = res.Upstream.Recipe
+		}
+		upstream = &steward.Upstream{Receipt: res.Upstream.Receipt, Steward: res.Upstream.Steward}
+	}
 	draft := steward.Draft{
+		Upstream: upstream,
 		Request:  id,
 		Backend:  b.Name(),
-		Recipe:   b.Recipe(),
+		Recipe:   recipe,
 		Route:    dec.Justification,
 		Outcome:  res.Outcome,
 		Floor:    req.FidelityFloor,
@@ -433,6 +444,16 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req 
 	}
 	if err := res.Outcome.Validate(); err != nil {
 		return engine.Result{}, wire.Energy{}, wire.Metering{}, fmt.Errorf("engine reported an impossible outcome: %w", err)
+	}
+	if up := res.Upstream; up != nil {
+		// A forwarded serve's energy is the upstream's, with the evidence
+		// its receipt carries: the steward judges it by the same rules, so
+		// the claim is never better than the upstream's. Whatever a local
+		// meter saw is the forwarding, not the serve.
+		if err := up.Energy.Validate(); err != nil {
+			return engine.Result{}, wire.Energy{}, wire.Metering{}, fmt.Errorf("upstream receipt %s: %w", up.Receipt, err)
+		}
+		return res, up.Energy, up.Metering, nil
 	}
 	est := estimate(b.UJPerToken(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut))
 	if win != nil && meterErr == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 
 	"meshd/engine"
 	"meshd/wire"
@@ -66,7 +67,13 @@ func route(req wire.ServeRequest, backends []engine.Backend, cost func(engine.Ba
 		notes[i] = note
 		hi, lo := bits.Mul64(per, tokens)
 		c.EstTotalUJ, c.Overflow = lo, hi != 0
+		var sick error
+		if h, ok := b.(engine.HealthReporter); ok {
+			sick = h.Health()
+		}
 		switch {
+		case sick != nil:
+			c.Reason = fmt.Sprintf("unhealthy: %v", sick)
 		case c.Fidelity < req.FidelityFloor:
 			c.Reason = fmt.Sprintf("below floor: %v < %v", c.Fidelity, req.FidelityFloor)
 		case c.Overflow:
@@ -101,14 +108,21 @@ func refusal(req wire.ServeRequest, cs []RouteCandidate) string {
 	if len(cs) == 0 {
 		return "no backends registered"
 	}
-	below, over := 0, 0
+	below, over, sick := 0, 0, 0
 	for _, c := range cs {
-		if c.Fidelity < req.FidelityFloor {
+		switch {
+		case strings.HasPrefix(c.Reason, "unhealthy"):
+			sick++
+		case c.Fidelity < req.FidelityFloor:
 			below++
-		} else {
+		default:
 			over++
 		}
 	}
-	return fmt.Sprintf("none of %d backends admissible for floor %v and ceiling %d µJ: %d below floor, %d over ceiling",
+	why := fmt.Sprintf("none of %d backends admissible for floor %v and ceiling %d µJ: %d below floor, %d over ceiling",
 		len(cs), req.FidelityFloor, req.JouleCeilingUJ, below, over)
+	if sick > 0 {
+		why += fmt.Sprintf(", %d unhealthy", sick)
+	}
+	return why
 }

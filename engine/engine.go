@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 
 	"meshd/wire"
@@ -35,6 +36,27 @@ type Result struct {
 	Outcome wire.ServeOutcome
 	// Output is the generated text (or token bytes) returned to the caller.
 	Output []byte
+	// Upstream is set by a backend that forwarded the serve to another
+	// mesh/1 node: the receipt sealed there, whose energy and evidence the
+	// local receipt carries (never better than the upstream's).
+	Upstream *Upstream
+}
+
+// Upstream is a receipt another steward sealed for a forwarded serve,
+// already verified under that steward's key by the backend.
+type Upstream struct {
+	Receipt  wire.ContentID
+	Steward  ed25519.PublicKey
+	Recipe   string
+	Energy   wire.Energy
+	Metering wire.Metering
+}
+
+// HealthReporter is a Backend that can tell it cannot serve now (a remote
+// node that failed or timed out); the router passes it over with the
+// reason until it reports healthy again.
+type HealthReporter interface {
+	Health() error
 }
 
 // Slotted is a Backend that serves one request at a time. The agent
@@ -63,6 +85,9 @@ type Options struct {
 	// work is cancelled and Serve returns that error, so nothing is sealed
 	// for tokens the caller never received.
 	Emit func(piece []byte) error
+	// Grant is the grant envelope the serve rides on, for a backend that
+	// forwards it to another node; engines that serve locally ignore it.
+	Grant []byte
 }
 
 // OptionBackend is a Backend that honours Options: streaming its output

@@ -71,6 +71,11 @@ type Receipt struct {
 	// never overdrawn even when a serve costs more than its ceiling; the
 	// overrun stays visible as charged − debit.
 	GrantDebitUJ *uint64 `cbor:"x_grant_debit_uj,omitempty"`
+	// UpstreamReceipt and UpstreamSteward name the receipt another
+	// steward sealed for a serve this one forwarded (PROFILE §19): the
+	// energy figure and its evidence are that receipt's.
+	UpstreamReceipt *string `cbor:"x_upstream_receipt,omitempty"`
+	UpstreamSteward *string `cbor:"x_upstream_steward,omitempty"`
 
 	// Foreign holds the "x_" keys meshd does not define, from receipts
 	// sealed by other implementations. They are signed, so they are kept
@@ -218,6 +223,14 @@ func (r *Receipt) CheckConforming() error {
 		if *r.GrantDebitUJ > e.UJ() {
 			return fieldErr(RefusedFieldValue, "x_grant_debit_uj %d exceeds the charged %d µJ", *r.GrantDebitUJ, e.UJ())
 		}
+	}
+	// A forwarded serve names the upstream receipt and its steward
+	// together, both as content ids and keys are written.
+	if (r.UpstreamReceipt != nil) != (r.UpstreamSteward != nil) {
+		return fieldErr(RefusedMissingField, "x_upstream_receipt and x_upstream_steward must be present together")
+	}
+	if r.UpstreamReceipt != nil && (!wire.IsLowerHex(*r.UpstreamReceipt, 32) || !wire.IsLowerHex(*r.UpstreamSteward, 32)) {
+		return fieldErr(RefusedFieldValue, "x_upstream_receipt and x_upstream_steward must be 32-byte values in lower-case hex")
 	}
 	for i, x := range r.Foreign {
 		if !strings.HasPrefix(x.Key, "x_") || fieldIndex(x.Key) >= 0 {
@@ -395,6 +408,8 @@ const (
 	fXGrantDebitUJ
 	fXSealedUnixMs
 	fEnergyProvenance
+	fXUpstreamReceipt
+	fXUpstreamSteward
 	fUJPerAcceptedToken
 	numFields
 )
@@ -436,6 +451,8 @@ var coreFields = [numFields]coreField{
 	{"x_grant_debit_uj", fXGrantDebitUJ, false, math.MaxUint64, false},
 	{"x_sealed_unix_ms", fXSealedUnixMs, false, math.MaxUint64, false},
 	{"energy_provenance", fEnergyProvenance, true, 0, true},
+	{"x_upstream_receipt", fXUpstreamReceipt, true, 0, false},
+	{"x_upstream_steward", fXUpstreamSteward, true, 0, false},
 	{"uj_per_accepted_token", fUJPerAcceptedToken, false, math.MaxUint64, false},
 }
 
@@ -486,6 +503,14 @@ func (r *Receipt) text(id fieldID) (string, bool) {
 	case fGrantID:
 		if r.GrantID != nil {
 			return *r.GrantID, true
+		}
+	case fXUpstreamReceipt:
+		if r.UpstreamReceipt != nil {
+			return *r.UpstreamReceipt, true
+		}
+	case fXUpstreamSteward:
+		if r.UpstreamSteward != nil {
+			return *r.UpstreamSteward, true
 		}
 	case fRequestID:
 		return r.RequestID, true
@@ -594,6 +619,12 @@ func (d *decoded) setText(id fieldID, s string) {
 	case fGrantID:
 		d.text[id] = s
 		r.GrantID = &d.text[id]
+	case fXUpstreamReceipt:
+		d.text[id] = s
+		r.UpstreamReceipt = &d.text[id]
+	case fXUpstreamSteward:
+		d.text[id] = s
+		r.UpstreamSteward = &d.text[id]
 	case fRequestID:
 		r.RequestID = s
 	case fMeshReceipt:
@@ -844,4 +875,28 @@ func (r *Receipt) MeterName() string {
 		return ""
 	}
 	return *r.Meter
+}
+
+// Metering is the evidence the receipt carries, as a draft states it: a
+// forwarding steward seals it again, and the same evidence rules judge it.
+func (r *Receipt) Metering() wire.Metering {
+	v := func(p *uint64) uint64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	m := wire.Metering{WindowNs: v(r.WindowNs), ServeNs: v(r.ServeNs), ErrorUJ: v(r.ErrorUJ), Samples: v(r.Samples),
+		MaxGapNs: v(r.MaxGapNs), CoveredPPM: v(r.CoveredPPM), PeriodNs: v(r.PeriodNs), AccuracyPPM: v(r.AccuracyPPM), Shared: v(r.Shared)}
+	if r.Meter != nil {
+		m.Meter = *r.Meter
+	}
+	if r.MeterKind != nil {
+		m.Kind = *r.MeterKind
+	}
+	if r.IdleUW != nil {
+		x := *r.IdleUW
+		m.IdleUW = &x
+	}
+	return m
 }

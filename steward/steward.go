@@ -26,6 +26,15 @@ type Draft struct {
 	Served     wire.Fidelity // the backend's fidelity, to judge fidelity_met
 	Energy     wire.Energy
 	Metering   wire.Metering
+	// Upstream names the receipt another steward sealed for this serve,
+	// when it was forwarded to another node; nil otherwise.
+	Upstream *Upstream
+}
+
+// Upstream is the receipt a forwarded serve was sealed under upstream.
+type Upstream struct {
+	Receipt wire.ContentID
+	Steward ed25519.PublicKey
 }
 
 // Sealed is a receipt that is signed and durable in the log.
@@ -128,6 +137,10 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 	if d.Grant != nil {
 		g := d.Grant.String()
 		r.GrantID = &g
+	}
+	if d.Upstream != nil {
+		id, st := d.Upstream.Receipt.String(), hex.EncodeToString(d.Upstream.Steward)
+		r.UpstreamReceipt, r.UpstreamSteward = &id, &st
 	}
 	if v, ok := d.Energy.MeasuredUJ(); ok {
 		if d.Energy.Provenance() != wire.HwShunt {

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -61,10 +63,11 @@ var backendFields = map[string][]string{
 	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
 	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
 	"reference":    {"work"},
+	"meshd":        {"url", "steward", "timeout"},
 }
 
 // kinds lists backendFields' keys in the order messages show them.
-var kinds = []string{"mesh-gguf", "llama-server", "reference"}
+var kinds = []string{"mesh-gguf", "llama-server", "reference", "meshd"}
 
 // run applies defaults, then every rule.
 func (v *checker) run() {
@@ -475,6 +478,18 @@ func (v *checker) backends() {
 			if b.Work <= 0 {
 				v.problem(p+"work", "must be > 0")
 			}
+		case "meshd":
+			if !has("url") {
+				v.problem(p+"url", "required by kind meshd (the node's API, e.g. http://10.0.0.7:8477)")
+			} else if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				v.problem(p+"url", "%q: want http://host:port or https://host:port", b.URL)
+			}
+			if !has("steward") {
+				v.problem(p+"steward", "required by kind meshd: the node's steward key (64 hex digits), to verify its receipts")
+			} else if k, err := hex.DecodeString(b.Steward); err != nil || len(k) != 32 || strings.ToLower(b.Steward) != b.Steward {
+				v.problem(p+"steward", "want the node's steward key as 64 lowercase hex digits")
+			}
+			v.duration(p+"timeout", b.Timeout, true)
 		}
 	}
 }

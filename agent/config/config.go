@@ -243,6 +243,12 @@ type Backend struct {
 	ExtraArgs []string `toml:"extra_args,omitempty"`
 	// Work (reference only) is hash rounds per token, default 8, > 0.
 	Work int `toml:"work,omitempty"`
+	// URL, Steward and Timeout describe a kind = "meshd" backend: another
+	// node's API, its steward key (its receipts must verify under it) and
+	// the bound on one forwarded serve (default 5m).
+	URL     string   `toml:"url,omitempty"`
+	Steward string   `toml:"steward,omitempty"`
+	Timeout Duration `toml:"timeout,omitempty"`
 }
 
 // ReceiptsDir is where sealed receipts are written: <state_dir>/receipts.

@@ -324,7 +324,7 @@ uj_per_token = 1
 			{41, "backend[0].model", "not used by kind reference"},
 			{42, "backend[0].seed", "negative integer value -1"},
 			{44, "backend[1].name", `duplicate backend name "x" (first at line 37)`},
-			{45, "backend[1].kind", `"llama" is not one of "mesh-gguf", "llama-server" or "reference"`},
+			{45, "backend[1].kind", `"llama" is not one of "mesh-gguf", "llama-server", "reference" or "meshd"`},
 		}},
 		{"policy and case", `[grants]
 policy = "required"

@@ -327,6 +327,11 @@ func (v *checker) defaults() {
 	setDur(ix, "metering.ready_timeout", &c.Metering.ReadyTimeout, "10s")
 	setStr(ix, "log.level", &c.Log.Level, "info")
 	setStr(ix, "log.format", &c.Log.Format, "text")
+	for i := range c.Backends {
+		if c.Backends[i].Kind == "meshd" {
+			setDur(ix, fmt.Sprintf("backend[%d].timeout", i), &c.Backends[i].Timeout, "5m")
+		}
+	}
 	for i := range c.Corpora {
 		k := &c.Corpora[i]
 		p := fmt.Sprintf("corpus[%d].", i)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"meshd/agent/config"
 	"meshd/drivers"
 	"meshd/engine"
+	"meshd/engine/remote"
 	"meshd/engine/subprocess"
 	"meshd/shunt"
 	"meshd/steward"
@@ -125,8 +127,14 @@ type Backend struct {
 }
 
 // State says whether the backend's engine can serve now: "ready",
-// "restarting: <why>" while a crashed engine is being restarted.
+// "restarting: <why>" while a crashed engine is being restarted,
+// "unhealthy: <why>" while a remote node is passed over.
 func (b *Backend) State() string {
+	if h, ok := b.Engine.(engine.HealthReporter); ok {
+		if err := h.Health(); err != nil {
+			return "unhealthy: " + err.Error()
+		}
+	}
 	if b.sub == nil {
 		return "ready"
 	}
@@ -470,7 +478,7 @@ func sameBackend(a, b config.Backend) bool {
 	return a.Kind == b.Kind && a.Model == b.Model && a.Runner == b.Runner && a.Fidelity == b.Fidelity &&
 		a.UJPerToken == b.UJPerToken && a.Threads == b.Threads && a.Context == b.Context &&
 		a.Temperature == b.Temperature && a.Seed == b.Seed && a.DraftModel == b.DraftModel &&
-		slices.Equal(a.ExtraArgs, b.ExtraArgs) && a.Work == b.Work
+		slices.Equal(a.ExtraArgs, b.ExtraArgs) && a.Work == b.Work && a.URL == b.URL && a.Steward == b.Steward && a.Timeout == b.Timeout
 }
 
 func (n *Node) openMeter(ctx context.Context, mc config.Meter, ready config.Duration) (*Meter, error) {
@@ -541,6 +549,17 @@ func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, e
 		}
 		n.log.Info("engine healthy", "backend", bc.Name, "pid", e.PID(), "recipe", e.Recipe())
 		return &Backend{Config: bc, Engine: e, sub: e}, nil
+	case "meshd":
+		key, err := hex.DecodeString(bc.Steward)
+		if err != nil {
+			return nil, fmt.Errorf("steward key: %w", err)
+		}
+		e, err := remote.New(remote.Config{Name: bc.Name, URL: bc.URL, Steward: key, Fidelity: wire.Fidelity(bc.Fidelity),
+			UJPerToken: bc.UJPerToken, Timeout: time.Duration(bc.Timeout)})
+		if err != nil {
+			return nil, err
+		}
+		return &Backend{Config: bc, Engine: e}, nil
 	}
 	return nil, fmt.Errorf("unknown backend kind %q", bc.Kind)
 }

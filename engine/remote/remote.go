@@ -1,0 +1,234 @@
+// Package remote is a backend that is another meshd node, reached over its
+// HTTP API. A serve is forwarded as a mesh/1 serve (with the grant, if
+// any); the answer comes with the receipt the other node sealed, which is
+// verified under that node's pinned steward key and must be for exactly
+// the request forwarded. Its energy and evidence become the local
+// receipt's, never better. A node that fails is passed over by the router
+// until a backoff has passed.
+package remote
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"meshd/engine"
+	"meshd/steward"
+	"meshd/wire"
+)
+
+// Config describes a remote node.
+type Config struct {
+	// Name is the local backend name.
+	Name string
+	// URL is the node's API base, e.g. http://10.0.0.7:8477.
+	URL string
+	// Steward is the node's steward key: its receipts must verify under it.
+	Steward ed25519.PublicKey
+	// Fidelity and UJPerToken are what the router weighs until the node's
+	// receipts teach it better (the agent learns from the energy they carry).
+	Fidelity   wire.Fidelity
+	UJPerToken uint64
+	// Timeout bounds one forwarded serve (default 5 minutes).
+	Timeout time.Duration
+	// Backoff is how long a node that failed is passed over (default 10 s;
+	// it doubles with each consecutive failure up to 5 minutes).
+	Backoff time.Duration
+	// Client is the HTTP client; nil is a default one.
+	Client *http.Client
+	// Now is the clock for the backoff; nil is time.Now.
+	Now func() time.Time
+}
+
+// Backend forwards serves to a remote node. It is safe for concurrent use.
+type Backend struct {
+	cfg Config
+
+	mu        sync.Mutex
+	failures  int
+	downUntil time.Time
+	lastErr   error
+}
+
+// New checks cfg and returns the backend.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Name == "" || cfg.URL == "" {
+		return nil, errors.New("remote: a name and a URL are required")
+	}
+	if len(cfg.Steward) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("remote %s: the node's steward key is required (32 bytes), to verify its receipts", cfg.Name)
+	}
+	if !cfg.Fidelity.Valid() || cfg.UJPerToken == 0 {
+		return nil, fmt.Errorf("remote %s: fidelity F0..F4 and a positive µJ/token are required", cfg.Name)
+	}
+	cfg.URL = strings.TrimRight(cfg.URL, "/")
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 10 * time.Second
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Backend{cfg: cfg}, nil
+}
+
+// Name implements engine.Backend.
+func (b *Backend) Name() string { return b.cfg.Name }
+
+// Recipe implements engine.Backend: the node, until a receipt names what
+// answered (the agent seals the upstream's recipe).
+func (b *Backend) Recipe() string { return "meshd:" + hex.EncodeToString(b.cfg.Steward) }
+
+// Fidelity implements engine.Backend.
+func (b *Backend) Fidelity() wire.Fidelity { return b.cfg.Fidelity }
+
+// UJPerToken implements engine.Backend.
+func (b *Backend) UJPerToken() uint64 { return b.cfg.UJPerToken }
+
+// Health implements engine.HealthReporter: an error while the node is
+// passed over after a failure.
+func (b *Backend) Health() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now := b.cfg.Now(); now.Before(b.downUntil) {
+		return fmt.Errorf("remote %s failed (%v); passed over for %v more", b.cfg.Name, b.lastErr, b.downUntil.Sub(now).Round(time.Millisecond))
+	}
+	return nil
+}
+
+func (b *Backend) fail(err error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures++
+	wait := b.cfg.Backoff << min(b.failures-1, 10)
+	b.downUntil, b.lastErr = b.cfg.Now().Add(min(wait, 5*time.Minute)), err
+	return fmt.Errorf("remote %s: %w", b.cfg.Name, err)
+}
+
+func (b *Backend) ok() {
+	b.mu.Lock()
+	b.failures, b.downUntil, b.lastErr = 0, time.Time{}, nil
+	b.mu.Unlock()
+}
+
+// Serve implements engine.Backend.
+func (b *Backend) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (engine.Result, error) {
+	return b.ServeWith(ctx, req, prompt, engine.Options{})
+}
+
+// ServeWith implements engine.OptionBackend: the prompt, the request's
+// fields and the grant go to the node's /v1/serve; a stream is emitted
+// whole when the answer arrives (a forwarded serve is sealed upstream
+// before anything can be trusted of it); chat is not forwarded.
+func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, error) {
+	if opts.Chat {
+		return engine.Result{}, engine.ErrNoChat
+	}
+	id, err := req.ID()
+	if err != nil {
+		return engine.Result{}, err
+	}
+	body := map[string]any{"prompt": string(prompt), "prompt_tokens": req.PromptTokens, "max_tokens": req.MaxTokens,
+		"fidelity_floor": uint8(req.FidelityFloor), "joule_ceiling_uj": req.JouleCeilingUJ}
+	if opts.Grant != nil {
+		body["grant"] = base64.StdEncoding.EncodeToString(opts.Grant)
+	}
+	data, _ := json.Marshal(body)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.cfg.URL+"/v1/serve", bytes.NewReader(data))
+	if err != nil {
+		return engine.Result{}, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := b.cfg.Client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
+			return engine.Result{}, err // the caller left; the node is not at fault
+		}
+		return engine.Result{}, b.fail(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return engine.Result{}, b.fail(fmt.Errorf("reading the answer: %w", err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Message, Code string }
+		}
+		_ = json.Unmarshal(raw, &e)
+		err := fmt.Errorf("node answered HTTP %d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message)
+		// A refusal (4xx) is the node judging this request, not failing.
+		if resp.StatusCode >= 500 {
+			return engine.Result{}, b.fail(err)
+		}
+		return engine.Result{}, fmt.Errorf("remote %s: %w", b.cfg.Name, err)
+	}
+	var r struct {
+		Text    string `json:"text"`
+		Receipt struct {
+			Envelope string `json:"envelope"`
+		} `json:"receipt"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return engine.Result{}, b.fail(fmt.Errorf("malformed answer: %w", err))
+	}
+	env, err := base64.StdEncoding.DecodeString(r.Receipt.Envelope)
+	if err != nil {
+		return engine.Result{}, b.fail(fmt.Errorf("the answer's receipt envelope: %w", err))
+	}
+	up, err := b.upstream(env, id)
+	if err != nil {
+		return engine.Result{}, b.fail(err)
+	}
+	if opts.Emit != nil && r.Text != "" {
+		if err := opts.Emit([]byte(r.Text)); err != nil {
+			return engine.Result{}, err
+		}
+	}
+	b.ok()
+	rc := up.receipt
+	o := wire.ServeOutcome{TokensIn: rc.TokensIn, TokensOut: rc.TokensOut, TokensAccepted: rc.TokensAccepted,
+		CacheHitTokens: rc.CacheHitTokens, SpecProposed: rc.SpecProposed, SpecAccepted: rc.SpecAccepted}
+	return engine.Result{Outcome: o, Output: []byte(r.Text), Upstream: up.Upstream}, nil
+}
+
+type verified struct {
+	*engine.Upstream
+	receipt *steward.Receipt
+}
+
+// upstream opens the node's receipt under its pinned key and checks it is
+// for exactly the request forwarded: the same request id means the same
+// prompt, tokens, floor and ceiling.
+func (b *Backend) upstream(env []byte, id wire.ContentID) (verified, error) {
+	o, err := steward.OpenEnvelope(env, b.cfg.Steward)
+	if err != nil {
+		return verified{}, fmt.Errorf("the node's receipt does not verify under its steward key: %w", err)
+	}
+	if o.Receipt.RequestID != id.String() {
+		return verified{}, fmt.Errorf("the node's receipt %s is for request %s, not the one forwarded (%s)", o.ID, o.Receipt.RequestID, id)
+	}
+	e, err := o.Receipt.Energy()
+	if err != nil {
+		return verified{}, fmt.Errorf("the node's receipt %s: %w", o.ID, err)
+	}
+	return verified{Upstream: &engine.Upstream{Receipt: o.ID, Steward: b.cfg.Steward, Recipe: o.Receipt.Recipe, Energy: e,
+		Metering: o.Receipt.Metering()}, receipt: o.Receipt}, nil
+}
