@@ -37,6 +37,16 @@ var ragEnc = func() cbor.EncMode {
 	return em
 }()
 
+// ragArgDec decodes CBOR arguments strictly: no duplicate keys, tags or
+// indefinite lengths, as the contract's peers decode.
+var ragArgDec = func() cbor.DecMode {
+	dm, err := cbor.DecOptions{DupMapKey: cbor.DupMapKeyEnforcedAPF, IndefLength: cbor.IndefLengthForbidden, TagsMd: cbor.TagsForbidden}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}()
+
 // ragDec decodes answers into maps with text keys, which JSON can carry.
 var ragDec = func() cbor.DecMode {
 	dm, err := cbor.DecOptions{DefaultMapType: reflect.TypeOf(map[string]any{})}.DecMode()
@@ -106,17 +116,19 @@ func (s *Server) rag(w http.ResponseWriter, r *http.Request) {
 		codec.refuse(w, http.StatusBadRequest, "bad_arguments", err.Error())
 		return
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		if codec.cbor {
-			err = cbor.Unmarshal(body, &a)
-		} else {
-			dec := json.NewDecoder(bytes.NewReader(body))
-			err = dec.Decode(&a)
+	// No body is no arguments; a CBOR body is taken as it is (its
+	// whitespace bytes are integers), a JSON one must hold one object.
+	if codec.cbor && len(body) > 0 {
+		err = ragArgDec.Unmarshal(body, &a)
+	} else if !codec.cbor && len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		if err = dec.Decode(&a); err == nil && dec.More() {
+			err = errors.New("trailing data after the JSON object")
 		}
-		if err != nil {
-			codec.refuse(w, http.StatusBadRequest, "bad_arguments", "arguments: "+err.Error())
-			return
-		}
+	}
+	if err != nil {
+		codec.refuse(w, http.StatusBadRequest, "bad_arguments", "arguments: "+err.Error())
+		return
 	}
 	switch proc := r.PathValue("procedure"); proc {
 	case "describe_corpus":

@@ -143,8 +143,8 @@ func ragError(status int, ct string, data []byte) error {
 	return errorFrom(&http.Response{StatusCode: status, Body: io.NopCloser(bytes.NewReader(data))})
 }
 
-// decodeReply decodes a reply's CBOR into a text-keyed map.
-func decodeReply(proc string, data []byte) (map[string]any, error) {
+// decodeRAGReply decodes a reply's CBOR into a text-keyed map.
+func decodeRAGReply(proc string, data []byte) (map[string]any, error) {
 	var m map[string]any
 	if err := ragDec.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("meshd: %s: the reply is not a CBOR map with text keys: %w", proc, err)
@@ -232,7 +232,7 @@ func (c *Client) Answer(ctx context.Context, org, name string, q Query) (*Answer
 	if err != nil {
 		return nil, err
 	}
-	m, err := decodeReply(ProcAnswerQuery, data)
+	m, err := decodeRAGReply(ProcAnswerQuery, data)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +275,7 @@ func (c *Client) Chunk(ctx context.Context, org, name, chunkID string) (rag.Hit,
 	if err != nil {
 		return rag.Hit{}, err
 	}
-	m, err := decodeReply(ProcGetChunkByID, data)
+	m, err := decodeRAGReply(ProcGetChunkByID, data)
 	if err != nil {
 		return rag.Hit{}, err
 	}
@@ -308,7 +308,7 @@ func (c *Client) Document(ctx context.Context, org, name, sourcePath string) (*D
 	if err != nil {
 		return nil, err
 	}
-	m, err := decodeReply(ProcGetDocumentVerbatim, data)
+	m, err := decodeRAGReply(ProcGetDocumentVerbatim, data)
 	if err != nil {
 		return nil, err
 	}
@@ -349,12 +349,12 @@ func (c *Client) Sources(ctx context.Context, org, name string, offset, limit in
 	if err != nil {
 		return nil, err
 	}
-	m, err := decodeReply(ProcListSourcesPage, data)
+	m, err := decodeRAGReply(ProcListSourcesPage, data)
 	if err != nil {
 		return nil, err
 	}
 	p := &SourcesPage{}
-	if p.Offset, err = lineNumber(m["offset"]); err != nil {
+	if p.Offset, err = ragInt(m["offset"]); err != nil {
 		return nil, fmt.Errorf("meshd: %s: offset: %w", ProcListSourcesPage, err)
 	}
 	rows, ok := m["rows"].([]any)
@@ -421,7 +421,7 @@ func ParseHit(m map[string]any) (rag.Hit, error) {
 		return rag.Hit{}, fmt.Errorf("hit %q: content is missing or not a string", h.ChunkID)
 	}
 	if s, present := m["score"]; present {
-		f, err := number(s)
+		f, err := scoreNumber(s)
 		if err != nil {
 			return rag.Hit{}, fmt.Errorf("hit %q: score: %w", h.ChunkID, err)
 		}
@@ -472,7 +472,7 @@ func parseProvenance(v any) (rag.Provenance, error) {
 		if !present {
 			continue
 		}
-		n, err := lineNumber(x)
+		n, err := ragInt(x)
 		if err != nil {
 			return rag.Provenance{}, fmt.Errorf("%w: provenance %s: %v", rag.ErrMalformedHit, f.key, err)
 		}
@@ -481,8 +481,8 @@ func parseProvenance(v any) (rag.Provenance, error) {
 	return p, nil
 }
 
-// lineNumber reads a non-negative integer (a line, an offset).
-func lineNumber(v any) (int, error) {
+// ragInt reads a non-negative integer (a line, an offset).
+func ragInt(v any) (int, error) {
 	switch x := v.(type) {
 	case uint64:
 		if x <= math.MaxInt32 {
@@ -503,8 +503,8 @@ func lineNumber(v any) (int, error) {
 	return 0, fmt.Errorf("%v is not an integer from 0 to 2^31-1", v)
 }
 
-// number reads a score: any finite number.
-func number(v any) (float64, error) {
+// scoreNumber reads a score: any finite number.
+func scoreNumber(v any) (float64, error) {
 	var f float64
 	switch x := v.(type) {
 	case float64:
