@@ -30,6 +30,7 @@ func commands() []command {
 		{"receipts", "tail a running meshd's receipts (-f to follow), verified and linked", cmdReceipts},
 		{"backends", "a running meshd's backends, their costs and state", cmdBackends},
 		{"meters", "a running meshd's meters and live power (-watch to refresh)", cmdMeters},
+		{"corpus", "RAG corpora: hash, sign and verify descriptions; describe and query a running meshd", cmdCorpus},
 	}
 }
 
