@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"meshd/agent"
+	"meshd/agent/api/web"
 	"meshd/agent/node"
 	"meshd/steward"
 	"meshd/steward/grant"
@@ -114,6 +115,11 @@ func New(n *node.Node, opts Options) *Server {
 	s.mux.HandleFunc("GET /v1/live", s.live)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
+	// Exactly the page and its assets: a catch-all "GET /" would turn a
+	// wrong method on an API path into a 404 instead of a 405.
+	page := web.Handler()
+	s.mux.Handle("GET /{$}", page)
+	s.mux.Handle("GET /static/", page)
 	if opts.Metrics != nil {
 		s.mux.Handle("GET /metrics", opts.Metrics.Handler())
 	}

@@ -67,11 +67,25 @@ func (n *notifySocket) env(extra map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// hwmonFixture is a copy of the checked-in sysfs tree whose rails publish
+// an update interval of 300 ms. Its values never change, so the driver
+// soon calls a rail stale; what these tests assert holds either way, and
+// the first reading, which opening the meter waits for, is always fresh.
 func hwmonFixture(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs("../../drivers/hwmon/testdata/hwmon")
+	src, err := filepath.Abs("../../drivers/hwmon/testdata/hwmon")
 	if err != nil {
 		t.Fatal(err)
+	}
+	root := filepath.Join(t.TempDir(), "hwmon")
+	if err := os.CopyFS(root, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	matches, _ := filepath.Glob(filepath.Join(root, "*", "update_interval"))
+	for _, m := range matches {
+		if err := os.WriteFile(m, []byte("300\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return root
 }
