@@ -1,0 +1,460 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"meshd/steward"
+)
+
+// Publisher defaults.
+const (
+	DefaultBatch           = 128
+	DefaultCheckpointEvery = 1000
+	DefaultPoll            = 2 * time.Second
+	DefaultAckTimeout      = 5 * time.Second
+	DefaultMinBackoff      = 100 * time.Millisecond
+	DefaultMaxBackoff      = 30 * time.Second
+)
+
+// PublisherConfig configures a Publisher. Only URL (in ConnOptions) and
+// CursorPath are required.
+type PublisherConfig struct {
+	ConnOptions
+	// Stream is the JetStream stream (DefaultStream when empty).
+	Stream string
+	// Duplicates is the duplicate window the stream is created with
+	// (DefaultDuplicates when zero; at least 100ms).
+	Duplicates time.Duration
+	// NoStreamSetup leaves the stream to the operator: for accounts that
+	// may publish but not manage streams, and for sharded layouts where the
+	// server maps the subject into one of several streams (then the
+	// publisher does not insist on Stream as the destination either).
+	NoStreamSetup bool
+	// CursorPath is the file holding the next sequence to publish. It is
+	// written atomically and only after the server acknowledged, so it
+	// never runs ahead of what the stream holds.
+	CursorPath string
+	// Batch is how many receipts are read and published at once (at
+	// most; DefaultBatch when zero). A crash can republish at most one
+	// batch, so it also bounds the replay the verifier must recognise:
+	// keep it below the verifier's Window.
+	Batch int
+	// CheckpointEvery is how many published receipts apart the newest
+	// checkpoint is published (DefaultCheckpointEvery when zero; negative:
+	// never). A checkpoint is also published each time the publisher
+	// catches up after being behind.
+	CheckpointEvery int
+	// Poll is how often the log is looked at without a Notify
+	// (DefaultPoll when zero).
+	Poll time.Duration
+	// AckTimeout bounds the wait for the server's acknowledgement
+	// (DefaultAckTimeout when zero).
+	AckTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential wait
+	// between reconnects and between failed publishes.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger receives state changes; it is wrapped so that the
+	// connection's secrets never reach it. Nil discards.
+	Logger *slog.Logger
+}
+
+// Validate reports what in c can never work, so that a node can refuse its
+// configuration at start rather than learn it from Run's error later.
+func (c PublisherConfig) Validate() error {
+	if c.CursorPath == "" {
+		return errors.New("fleet publisher: no cursor path: the publish position must be persisted")
+	}
+	if strings.TrimSpace(c.URL) == "" {
+		return errors.New("fleet publisher: nats: no server URL")
+	}
+	if _, err := c.options(slog.New(slog.DiscardHandler), 0, 0); err != nil {
+		return fmt.Errorf("fleet publisher: %w", err)
+	}
+	return nil
+}
+
+func (c *PublisherConfig) defaults() {
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = DefaultDuplicates
+	}
+	if c.Batch <= 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if c.Poll <= 0 {
+		c.Poll = DefaultPoll
+	}
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = DefaultMinBackoff
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = max(DefaultMaxBackoff, c.MinBackoff)
+	}
+}
+
+// Publisher publishes one steward's receipt log to JetStream. The log is
+// the outbox: nothing is queued in memory that is not also in the log, so
+// a publisher that dies is replaced by one started on the same log and
+// cursor file.
+type Publisher struct {
+	rlog    *steward.Log
+	steward string
+	cfg     PublisherConfig
+	log     *slog.Logger
+	notify  chan struct{}
+
+	nc        atomic.Pointer[nats.Conn]
+	next      atomic.Uint64 // next sequence to publish, as acknowledged
+	published atomic.Uint64 // checkpoint count last published
+
+	// afterAck, when set (by tests), runs after the server acknowledged a
+	// batch ending before next and before the cursor file is written: the
+	// window in which a crash makes the next run republish.
+	afterAck func(next uint64)
+}
+
+// NewPublisher returns a publisher of log's receipts under steward (the
+// steward's hex id, which names the subjects). Run starts it.
+func NewPublisher(log *steward.Log, steward string, cfg PublisherConfig) *Publisher {
+	cfg.defaults()
+	if cfg.Name == "" {
+		cfg.Name = "meshd " + steward
+	}
+	return &Publisher{
+		rlog:    log,
+		steward: steward,
+		cfg:     cfg,
+		log:     Scrub(cfg.Logger, cfg.secrets()...).With("steward", steward),
+		notify:  make(chan struct{}, 1),
+	}
+}
+
+// Notify tells the publisher a receipt was sealed. It never blocks: a
+// pending wake-up already covers this one.
+func (p *Publisher) Notify() {
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Status is a publisher's progress.
+type Status struct {
+	// Connected says whether a server connection is up.
+	Connected bool
+	// Next is the next sequence to publish: every receipt below it has
+	// been acknowledged by the server.
+	Next uint64
+	// Durable is how many receipts the log holds durably.
+	Durable uint64
+	// Checkpoint is the count covered by the newest checkpoint published.
+	Checkpoint uint64
+}
+
+// Status reports the publisher's progress; Durable-Next is the backlog.
+func (p *Publisher) Status() Status {
+	nc := p.nc.Load()
+	return Status{
+		Connected:  nc != nil && nc.IsConnected(),
+		Next:       p.next.Load(),
+		Durable:    p.rlog.Durable(),
+		Checkpoint: p.published.Load(),
+	}
+}
+
+// state is what the publisher last logged about its progress, so that a
+// line is written on each change and not on every batch.
+type state int
+
+const (
+	stateStarting state = iota
+	stateBehind
+	stateCaughtUp
+)
+
+// Run publishes until ctx ends, then returns nil. It returns an error only
+// for a configuration that can never work (no cursor path, unusable TLS or
+// credentials options); outages and refusals are retried with backoff.
+// Call it once per Publisher, and run one publisher per cursor file.
+func (p *Publisher) Run(ctx context.Context) error {
+	if p.cfg.CursorPath == "" {
+		return errors.New("fleet publisher: no cursor path: the publish position must be persisted")
+	}
+	next := p.startAt()
+	p.next.Store(next)
+
+	nc, err := Dial(ctx, p.cfg.ConnOptions, p.log, p.cfg.MinBackoff, p.cfg.MaxBackoff)
+	if err != nil {
+		return fmt.Errorf("fleet publisher: %w", err)
+	}
+	defer nc.Close()
+	p.nc.Store(nc)
+	up := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(up)
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(p.cfg.Batch),
+		jetstream.WithPublishAsyncTimeout(p.cfg.AckTimeout))
+	if err != nil {
+		return fmt.Errorf("fleet publisher: %w", err)
+	}
+
+	var (
+		streamReady = p.cfg.NoStreamSetup
+		failures    int
+		st          = stateStarting
+		since       uint64 // receipts published since a checkpoint was last taken
+		pendingCP   *steward.SignedCheckpoint
+		lastErr     error
+		poll        = time.NewTicker(p.cfg.Poll)
+	)
+	defer poll.Stop()
+	// fail records a failed attempt and waits before the next.
+	fail := func(what string, err error) bool {
+		if ctx.Err() != nil {
+			return false // stopping, not failing
+		}
+		failures++
+		wait := backoffDelay(failures, p.cfg.MinBackoff, p.cfg.MaxBackoff)
+		if st != stateBehind || failures == 1 {
+			p.log.Warn("fleet: "+what, "err", err, "behind", p.rlog.Durable()-next, "retry_in", wait)
+		}
+		st = stateBehind
+		return sleep(ctx, wait)
+	}
+	for ctx.Err() == nil {
+		if !nc.IsConnected() {
+			if st == stateCaughtUp {
+				st = stateBehind
+			}
+			// The client retries on its own and reports only a lost
+			// connection; why a connection cannot be made (refused, an
+			// authorization violation) is logged here, once per cause.
+			if err := nc.LastError(); err != nil && (lastErr == nil || err.Error() != lastErr.Error()) {
+				p.log.Warn("fleet: cannot connect", "err", err, "behind", p.rlog.Durable()-next)
+				lastErr = err
+			}
+			select {
+			case <-up:
+			case <-poll.C:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if !streamReady {
+			if _, err := EnsureStream(ctx, js, StreamConfig(p.cfg.Stream, p.cfg.Duplicates)); err != nil {
+				if !fail("stream setup failed", err) {
+					break
+				}
+				continue
+			}
+			streamReady = true
+		}
+		durable := p.rlog.Durable()
+		if backlog := durable - next; backlog > 0 && (st == stateStarting || (st == stateCaughtUp && backlog > uint64(p.cfg.Batch))) {
+			p.log.Info("fleet: behind", "behind", backlog, "next", next)
+			st = stateBehind
+		}
+		// A checkpoint is published only once every receipt it covers
+		// is in the stream, so a verifier that reaches it can check it.
+		if pendingCP != nil && pendingCP.Count <= next {
+			if err := p.publishCheckpoint(ctx, js, pendingCP); err != nil {
+				if errors.Is(err, jetstream.ErrNoStreamResponse) {
+					streamReady = p.cfg.NoStreamSetup
+				}
+				if !fail("checkpoint publish failed", err) {
+					break
+				}
+				continue
+			}
+			pendingCP = nil
+		}
+		if next < durable {
+			envs, err := p.rlog.Range(ctx, next, int(min(uint64(p.cfg.Batch), durable-next)))
+			if err != nil {
+				if !fail("read receipt log", err) {
+					break
+				}
+				continue
+			}
+			acked, err := p.publishBatch(ctx, js, next, envs)
+			if acked > 0 {
+				next += uint64(acked)
+				since += uint64(acked)
+				if p.afterAck != nil {
+					p.afterAck(next)
+				}
+				if ctx.Err() != nil {
+					break // a crash here: the cursor lags, the next run republishes
+				}
+				if werr := writeCursor(p.cfg.CursorPath, cursor{Steward: p.steward, Next: next}); werr != nil {
+					// The stream has them; only a restart would republish.
+					p.log.Error("fleet: cursor not saved", "err", werr, "next", next)
+				}
+				p.next.Store(next)
+			}
+			if err != nil {
+				if errors.Is(err, jetstream.ErrNoStreamResponse) {
+					streamReady = p.cfg.NoStreamSetup
+				}
+				if !fail("publish failed", err) {
+					break
+				}
+				continue
+			}
+			failures = 0
+			if p.cfg.CheckpointEvery > 0 && since >= uint64(p.cfg.CheckpointEvery) && pendingCP == nil {
+				pendingCP, since = p.checkpoint(ctx), 0
+			}
+			continue
+		}
+		failures = 0
+		if st != stateCaughtUp {
+			p.log.Info("fleet: caught up", "next", next)
+			st = stateCaughtUp
+			if p.cfg.CheckpointEvery > 0 && pendingCP == nil && p.published.Load() < next {
+				pendingCP, since = p.checkpoint(ctx), 0
+				if pendingCP != nil && pendingCP.Count <= next {
+					continue // publish it now
+				}
+			}
+		}
+		select {
+		case <-p.notify:
+		case <-poll.C:
+		case <-up:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+// startAt reads the cursor file and decides where publishing resumes.
+func (p *Publisher) startAt() uint64 {
+	c, err := readCursor(p.cfg.CursorPath)
+	if err != nil {
+		// Starting over is safe: every republished receipt is a duplicate
+		// to the server or the verifier. Only the traffic is wasted.
+		p.log.Warn("fleet: cursor unreadable; republishing from the start of the log", "err", err)
+		c = cursor{}
+	}
+	if c.Steward != "" && c.Steward != p.steward {
+		p.log.Warn("fleet: cursor belongs to another steward; republishing from the start of the log", "cursor_steward", c.Steward)
+		c = cursor{}
+	}
+	if d := p.rlog.Durable(); c.Next > d {
+		// The log holds fewer receipts than were published: it was
+		// rolled back. Whatever is sealed again at those sequences is a
+		// fork, and the verifier must see it, so publish from the end.
+		p.log.Error("fleet: cursor is past the end of the receipt log; the log was rolled back", "cursor", c.Next, "durable", d)
+		c.Next = d
+		// Saved now: once the log grows past the old cursor again, the
+		// old cursor would look valid and skip what lies below it.
+		if err := writeCursor(p.cfg.CursorPath, cursor{Steward: p.steward, Next: d}); err != nil {
+			p.log.Error("fleet: cursor not saved", "err", err, "next", d)
+		}
+	}
+	return c.Next
+}
+
+// publishBatch publishes envs (the receipts from first on) asynchronously
+// and waits for every acknowledgement. It returns how many, from the
+// first, were acknowledged in an unbroken run: only those may move the
+// cursor. A duplicate acknowledgement counts: the stream has the message.
+func (p *Publisher) publishBatch(ctx context.Context, js jetstream.JetStream, first uint64, envs [][]byte) (int, error) {
+	futs := make([]jetstream.PubAckFuture, 0, len(envs))
+	var firstErr error
+	for i, env := range envs {
+		f, err := js.PublishMsgAsync(ReceiptMsg(p.steward, first+uint64(i), env), p.expect()...)
+		if err != nil {
+			firstErr = fmt.Errorf("publish receipt %d: %w", first+uint64(i), err)
+			break
+		}
+		futs = append(futs, f)
+	}
+	timer := time.NewTimer(p.cfg.AckTimeout + time.Second)
+	defer timer.Stop()
+	acked, broken := 0, false
+	for i, f := range futs {
+		select {
+		case <-f.Ok():
+			if !broken {
+				acked++
+			}
+		case err := <-f.Err():
+			broken = true
+			if firstErr == nil {
+				firstErr = fmt.Errorf("publish receipt %d: %w", first+uint64(i), err)
+			}
+		case <-timer.C:
+			if firstErr == nil {
+				firstErr = fmt.Errorf("publish receipt %d: no acknowledgement within %v", first+uint64(i), p.cfg.AckTimeout)
+			}
+			return acked, firstErr
+		case <-ctx.Done():
+			return acked, ctx.Err()
+		}
+	}
+	return acked, firstErr
+}
+
+// expect makes the server refuse a message that would land in any stream
+// but the configured one (another stream capturing the subject by
+// mistake), unless the operator manages the layout.
+func (p *Publisher) expect() []jetstream.PublishOpt {
+	if p.cfg.NoStreamSetup {
+		return nil
+	}
+	return []jetstream.PublishOpt{jetstream.WithExpectStream(p.cfg.Stream)}
+}
+
+// checkpoint asks the log for its newest checkpoint (sealing one if
+// receipts were added since the last). A log without its key cannot seal
+// one; that is logged and checkpoints are left out.
+func (p *Publisher) checkpoint(ctx context.Context) *steward.SignedCheckpoint {
+	cp, err := p.rlog.Checkpoint(ctx)
+	if err != nil {
+		p.log.Warn("fleet: no checkpoint to publish", "err", err)
+		return nil
+	}
+	return cp
+}
+
+func (p *Publisher) publishCheckpoint(ctx context.Context, js jetstream.JetStream, cp *steward.SignedCheckpoint) error {
+	actx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout)
+	defer cancel()
+	if _, err := js.PublishMsg(actx, CheckpointMsg(p.steward, cp.Count, cp.Envelope), p.expect()...); err != nil {
+		return fmt.Errorf("publish checkpoint of %d receipts: %w", cp.Count, err)
+	}
+	p.published.Store(cp.Count)
+	p.log.Debug("fleet: checkpoint published", "count", cp.Count, "head", cp.Head)
+	return nil
+}
+
+// sleep waits d or until ctx ends, reporting whether it waited the whole d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

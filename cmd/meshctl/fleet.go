@@ -1,0 +1,231 @@
+package main
+
+// meshctl fleet verify: consume a fleet's receipts from NATS JetStream and
+// verify every steward's chain. The checks live in agent/fleet's Verifier;
+// this file parses flags, reads the trust list, runs the consumer and
+// prints the report.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"meshd/agent/fleet"
+	"meshd/cmd/internal/cli"
+	"meshd/steward"
+)
+
+// maxTrustFile bounds -trust: a line per steward, a million boards fit.
+const maxTrustFile = 128 << 20
+
+func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "verify" {
+		fmt.Fprintln(stderr, "usage: meshctl fleet verify [-url U] [-stream S] [-durable D] [-trust FILE] [-state FILE] [-follow]")
+		if len(args) == 0 {
+			return fmt.Errorf("%w: fleet needs a subcommand (verify)", errUsage)
+		}
+		return fmt.Errorf("%w: unknown fleet subcommand %q (verify)", errUsage, args[0])
+	}
+	return cmdFleetVerify(ctx, args[1:], stdout, stderr)
+}
+
+func cmdFleetVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fleet verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defURL := "nats://127.0.0.1:4222"
+	if v := os.Getenv("NATS_URL"); v != "" {
+		defURL = v
+	}
+	var conn fleet.ConnOptions
+	fs.StringVar(&conn.URL, "url", defURL, "NATS server URL(s), comma-separated (default from $NATS_URL when set)")
+	fs.StringVar(&conn.Creds, "creds", "", "NATS user credentials file (JWT and NKey)")
+	fs.StringVar(&conn.NKeySeedFile, "nkey", "", "NATS user NKey seed file")
+	fs.StringVar(&conn.User, "user", "", "NATS user name")
+	fs.StringVar(&conn.CAFile, "tlsca", "", "CA certificate file that verifies the server")
+	fs.StringVar(&conn.CertFile, "tlscert", "", "client certificate file (mutual TLS)")
+	fs.StringVar(&conn.KeyFile, "tlskey", "", "client key file (mutual TLS)")
+	stream := fs.String("stream", fleet.DefaultStream, "JetStream stream holding the receipts")
+	durable := fs.String("durable", fleet.DefaultDurable, "durable pull consumer name")
+	trustPath := fs.String("trust", "", "file of trusted steward ids, one 64-hex key per line (# comments); without it every steward is accepted under the id its subject names")
+	statePath := fs.String("state", "", "file keeping each steward's verified head between runs; without it every run starts from the stream's beginning")
+	follow := fs.Bool("follow", false, "keep consuming and print problems as they appear, until interrupted")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: meshctl fleet verify [flags]")
+		fmt.Fprintln(stderr, "The password is read from $NATS_PASSWORD, never from a flag (flags show in ps).")
+		fmt.Fprintln(stderr, "exit status: 0 every chain verified, 1 a problem was found, 2 usage")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: fleet verify takes no arguments", errUsage)
+	}
+	conn.Password = os.Getenv("NATS_PASSWORD")
+	conn.Name = "meshctl fleet verify"
+
+	cfg := fleet.VerifierConfig{}
+	if *trustPath != "" {
+		ids, err := readTrustFile(*trustPath)
+		if err != nil {
+			return err
+		}
+		cfg.Trusted = ids
+	} else {
+		fmt.Fprintln(stderr, "meshctl: no -trust list: every steward id on the stream is accepted (each envelope must still be signed by the key its subject names)")
+	}
+	v := fleet.NewVerifier(cfg)
+	if *statePath != "" {
+		if err := v.LoadState(*statePath); err != nil {
+			return err
+		}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	nc, err := fleet.Dial(ctx, conn, log, 100*time.Millisecond, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	cc := fleet.ConsumeConfig{Stream: *stream, Durable: *durable, Follow: *follow, Logger: fleet.Scrub(log, conn.Password)}
+	if *statePath != "" {
+		cc.Save = func() error { return v.SaveState(*statePath) }
+	}
+	if *follow {
+		seen := map[string]int{}
+		cc.OnBatch = func() { printNewProblems(stdout, v.Report(), seen) }
+	}
+	if !*follow {
+		// A run that cannot reach the server must fail, not wait forever:
+		// the client retries in the background, so bound the wait here.
+		if err := waitConnected(ctx, nc.IsConnected, 10*time.Second); err != nil {
+			return fmt.Errorf("nats %s: %w (last error: %v)", fleet.RedactURL(conn.URL), err, nc.LastError())
+		}
+	}
+	if err := fleet.Consume(ctx, js, v, cc); err != nil {
+		return err
+	}
+	r := v.Report()
+	printFleetReport(stdout, r)
+	if n := r.ProblemCount(); n > 0 {
+		return &cli.ExitError{Code: 1, Err: fmt.Errorf("fleet verify: %d problem(s) in %d steward(s)", n, badStewards(r))}
+	}
+	return nil
+}
+
+// waitConnected polls up until the connection is made or d passes.
+func waitConnected(ctx context.Context, up func() bool, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !up() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not connected within %v", d)
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// readTrustFile reads steward ids, one per line; blank lines and # comments
+// are skipped, and anything else that is not a public key is refused with
+// its line number.
+func readTrustFile(path string) ([]string, error) {
+	b, err := cli.ReadFileLimit(path, maxTrustFile)
+	if err != nil {
+		return nil, fmt.Errorf("-trust: %w", err)
+	}
+	ids := []string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		if line == "" {
+			continue
+		}
+		if _, err := steward.ParsePublicKey(line); err != nil {
+			return nil, fmt.Errorf("-trust %s line %d: %w", path, n, err)
+		}
+		ids = append(ids, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("-trust %s: %w", path, err)
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("-trust " + path + ": no steward ids: every steward would be reported untrusted")
+	}
+	return ids, nil
+}
+
+func badStewards(r fleet.Report) int {
+	n := 0
+	for _, s := range r.Stewards {
+		if !s.OK() {
+			n++
+		}
+	}
+	return n
+}
+
+// printFleetReport prints a line per steward: its verified head, count and
+// first problem; then the problems that name no steward.
+func printFleetReport(w io.Writer, r fleet.Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEWARD\tCOUNT\tHEAD\tCHECKPOINT\tDUPLICATES\tPROBLEMS\tFIRST PROBLEM")
+	receipts := uint64(0)
+	for _, s := range r.Stewards {
+		receipts += s.Count
+		head := "-"
+		if s.Count > 0 {
+			head = fmt.Sprintf("seq %d %s", s.Count-1, s.Head)
+		}
+		first := "OK"
+		if p, ok := s.First(); ok {
+			first = p.Kind + ": " + p.Detail
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", s.Steward, s.Count, head, s.Checkpoint, s.Duplicates, s.ProblemCount, first)
+	}
+	tw.Flush()
+	for _, p := range r.Fleet {
+		fmt.Fprintln(w, "fleet problem:", p)
+	}
+	fmt.Fprintf(w, "fleet: %d stewards, %d receipts verified, %d problem(s)\n", len(r.Stewards), receipts, r.ProblemCount())
+}
+
+// printNewProblems prints, in -follow mode, the problems not printed yet.
+// Gaps come and go, so they are printed when first seen and again only
+// if the count of a steward's problems grows.
+func printNewProblems(w io.Writer, r fleet.Report, seen map[string]int) {
+	for _, s := range r.Stewards {
+		if s.ProblemCount > seen[s.Steward] {
+			for _, p := range s.Problems[min(seen[s.Steward], len(s.Problems)):] {
+				fmt.Fprintln(w, "problem:", p)
+			}
+			seen[s.Steward] = s.ProblemCount
+		}
+	}
+	if len(r.Fleet) > seen[""] {
+		for _, p := range r.Fleet[seen[""]:] {
+			fmt.Fprintln(w, "fleet problem:", p)
+		}
+		seen[""] = len(r.Fleet)
+	}
+}
