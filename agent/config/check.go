@@ -83,6 +83,38 @@ func (v *checker) run() {
 	v.meters()
 	v.backends()
 	v.corpora()
+	v.fleet()
+}
+
+// fleet checks the [fleet] table.
+func (v *checker) fleet() {
+	f := v.c.Fleet
+	if f.URL == "" {
+		for _, k := range tomlNames(reflect.TypeOf(Fleet{})) {
+			if k != "url" && v.ix.has("fleet."+k) {
+				v.problem("fleet."+k, "set without fleet.url: nothing would be published")
+			}
+		}
+		return
+	}
+	for i, u := range strings.Split(f.URL, ",") {
+		pu, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || pu.Host == "" || (pu.Scheme != "nats" && pu.Scheme != "tls" && pu.Scheme != "ws" && pu.Scheme != "wss") {
+			v.problem("fleet.url", "server %d %q: want nats://host:port (or tls://, ws://, wss://)", i+1, strings.TrimSpace(u))
+		}
+	}
+	if (f.User == "") != (f.Password == "") {
+		v.problem("fleet.user", "user and password go together")
+	}
+	if (f.CertFile == "") != (f.KeyFile == "") {
+		v.problem("fleet.cert_file", "cert_file and key_file go together")
+	}
+	if f.Batch < 0 {
+		v.problem("fleet.batch", "must be > 0")
+	}
+	if f.Duplicates < 0 {
+		v.problem("fleet.duplicates", "must not be negative")
+	}
 }
 
 // keyCase refuses keys that match a field only when case is ignored: the

@@ -63,6 +63,37 @@ type Config struct {
 	Meters   []Meter   `toml:"meter"`   // [[meter]] tables
 	Backends []Backend `toml:"backend"` // [[backend]] tables
 	Corpora  []Corpus  `toml:"corpus"`  // [[corpus]] tables
+	Fleet    Fleet     `toml:"fleet"`
+}
+
+// Fleet publishes the node's receipts to NATS JetStream (FLEET.md); an
+// empty URL publishes nothing.
+type Fleet struct {
+	// URL is one NATS server URL or several separated by commas.
+	URL string `toml:"url,omitempty"`
+	// Stream defaults to MESH_RECEIPTS.
+	Stream string `toml:"stream,omitempty"`
+	// Credentials: a creds file, an nkey seed file, or user and password
+	// (the password is a secret: it is never logged).
+	Creds        string `toml:"creds,omitempty"`
+	NKeySeedFile string `toml:"nkey_seed_file,omitempty"`
+	User         string `toml:"user,omitempty"`
+	Password     string `toml:"password,omitempty"`
+	// TLS: the CA to trust and a client certificate.
+	CAFile   string `toml:"ca_file,omitempty"`
+	CertFile string `toml:"cert_file,omitempty"`
+	KeyFile  string `toml:"key_file,omitempty"`
+	// Cursor is the file holding the next sequence to publish; default
+	// <state_dir>/fleet.cursor.
+	Cursor string `toml:"cursor,omitempty"`
+	// Duplicates is the stream's duplicate window (default 2m);
+	// NoStreamSetup leaves the stream to the operator.
+	Duplicates    Duration `toml:"duplicates,omitempty"`
+	NoStreamSetup bool     `toml:"no_stream_setup,omitempty"`
+	// Batch (default 128) and CheckpointEvery (default 1000, negative:
+	// never) tune publishing.
+	Batch           int `toml:"batch,omitempty"`
+	CheckpointEvery int `toml:"checkpoint_every,omitempty"`
 }
 
 // Steward says where the steward keeps its key, receipts and ledger.

@@ -327,6 +327,9 @@ func (v *checker) defaults() {
 	setDur(ix, "metering.ready_timeout", &c.Metering.ReadyTimeout, "10s")
 	setStr(ix, "log.level", &c.Log.Level, "info")
 	setStr(ix, "log.format", &c.Log.Format, "text")
+	if c.Fleet.URL != "" && c.Fleet.Cursor == "" {
+		c.Fleet.Cursor = filepath.Join(c.Steward.StateDir, "fleet.cursor")
+	}
 	for i := range c.Backends {
 		if c.Backends[i].Kind == "meshd" {
 			setDur(ix, fmt.Sprintf("backend[%d].timeout", i), &c.Backends[i].Timeout, "5m")

@@ -23,6 +23,7 @@ import (
 
 	"meshd/agent"
 	"meshd/agent/config"
+	"meshd/agent/fleet"
 	"meshd/drivers"
 	"meshd/engine"
 	"meshd/engine/remote"
@@ -81,7 +82,16 @@ type Node struct {
 
 	lastMu sync.Mutex
 	last   map[*shunt.Span]Window // the newest sealed window of each span
+
+	// publisher sends the receipts to the fleet, nil when none is
+	// configured; it runs until Close.
+	publisher *fleet.Publisher
+	stopBG    context.CancelFunc
+	bgDone    chan struct{}
 }
+
+// Publisher is the fleet publisher, nil when [fleet] is not configured.
+func (n *Node) Publisher() *fleet.Publisher { return n.publisher }
 
 // Window is a span's newest sealed window, as its receipt states it.
 type Window struct {
@@ -219,6 +229,26 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 		return nil, err
 	}
 	n.Agent = ag
+	if f := cfg.Fleet; f.URL != "" {
+		pcfg := fleet.PublisherConfig{
+			ConnOptions: fleet.ConnOptions{URL: f.URL, Creds: f.Creds, NKeySeedFile: f.NKeySeedFile, User: f.User, Password: f.Password,
+				CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile, Name: "meshd " + n.Key.ID()},
+			Stream: f.Stream, CursorPath: f.Cursor, Duplicates: time.Duration(f.Duplicates), NoStreamSetup: f.NoStreamSetup,
+			Batch: f.Batch, CheckpointEvery: f.CheckpointEvery, Logger: n.log.With("component", "fleet"),
+		}
+		if err := pcfg.Validate(); err != nil {
+			return nil, err
+		}
+		n.publisher = fleet.NewPublisher(n.Stores.Log, n.Key.ID(), pcfg)
+		bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+		n.stopBG, n.bgDone = stop, make(chan struct{})
+		go func() {
+			defer close(n.bgDone)
+			if err := n.publisher.Run(bg); err != nil {
+				n.log.Error("fleet publisher stopped", "err", err)
+			}
+		}()
+	}
 	return n, nil
 }
 
@@ -234,6 +264,9 @@ func (n *Node) observe(ev agent.Event) {
 	}
 	if ev.Sealed != nil {
 		n.noteWindow(ev)
+		if n.publisher != nil {
+			n.publisher.Notify()
+		}
 	}
 	if n.opts.Metrics != nil {
 		n.opts.Metrics.Served(ev)
@@ -647,6 +680,12 @@ func (n *Node) Alive() error {
 // Close stops the engines and meters, then makes the ledger and the log
 // durable and closes them. It is safe on a partly opened node.
 func (n *Node) Close(ctx context.Context) error {
+	if n.stopBG != nil {
+		// The publisher stops before the log closes; what it has not
+		// sent stays in the log, and its cursor says where to resume.
+		n.stopBG()
+		<-n.bgDone
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var errs []error
