@@ -521,7 +521,9 @@ func (n *Node) openMeter(ctx context.Context, mc config.Meter, ready config.Dura
 	}
 	mcfg := n.opts.MeterConfig
 	mcfg.Logger = mcfg.Logger.With("meter", mc.Name)
-	m, err := shunt.New(ctx, s, mcfg)
+	// The sampler lives until Close, not as long as the context that
+	// opened it: a caller bounding the open must not stop the meter.
+	m, err := shunt.New(context.WithoutCancel(ctx), s, mcfg)
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("meter %q: %w", mc.Name, err)

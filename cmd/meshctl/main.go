@@ -1,6 +1,6 @@
 // Command meshctl is the operator's tool for meshd: keys, grants, receipt
 // logs, sensors and models, and a client of a running daemon (serve,
-// receipts, backends, meters, verify -remote).
+// receipts, backends, meters, verify -remote, bench).
 package main
 
 import (
@@ -31,6 +31,8 @@ func commands() []command {
 		{"backends", "a running meshd's backends, their costs and state", cmdBackends},
 		{"meters", "a running meshd's meters and live power (-watch to refresh)", cmdMeters},
 		{"corpus", "RAG corpora: hash, sign and verify descriptions; describe and query a running meshd", cmdCorpus},
+		{"fleet", "verify a fleet's receipt chains from NATS JetStream (fleet verify)", cmdFleet},
+		{"bench", "benchmark µJ per token: run a workload into a signed report; verify, compare, plot, csv", cmdBench},
 	}
 }
 
