@@ -2,7 +2,7 @@ package main
 
 // `meshctl bench`: run a workload into a signed report (bench_run.go),
 // verify one (bench_verify.go), compare boards, plot and export. The
-// report layout and its rules are in bench/FORMAT.md.
+// report layout and its rules are in PROFILE.md §20.
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 package main
 
 // `meshctl bench plot` and `meshctl bench csv`: pictures and tables from
-// verified reports. The power trace is display data (bench/FORMAT.md): it
+// verified reports. The power trace is display data (PROFILE.md §20): it
 // is drawn, never summarised.
 
 import (

@@ -1,6 +1,6 @@
 package main
 
-// The benchmark report (bench/FORMAT.md): its layout, its canonical form,
+// The benchmark report (PROFILE.md §20): its layout, its canonical form,
 // and the one function that computes the summary from the enclosed
 // receipts, which both `bench run` and `bench verify` call, so a figure
 // that verify recomputes differently is a figure someone changed.
