@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"meshd/agent/api"
-	"meshd/agent/config"
+	"meshd/agent/api/apitest"
 	"meshd/agent/node"
 	"meshd/steward"
 )
@@ -36,40 +33,10 @@ func TestOfficialOpenAIClient(t *testing.T) {
 		t.Skipf("%s/node_modules is missing: run `make openai-deps` (make test installs it)", openaiDir)
 	}
 
-	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`[steward]
-state_dir = %q
-
-[[backend]]
-name = "ref-tiny"
-kind = "reference"
-fidelity = 1
-uj_per_token = 40
-work = 8
-
-[[backend]]
-name = "ref-mid"
-kind = "reference"
-fidelity = 3
-uj_per_token = 300
-work = 16
-`, filepath.Join(dir, "state"))), "openai_test.toml")
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n, err := node.Open(ctx, cfg, node.Options{})
-	if err != nil {
-		t.Fatalf("opening the node: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := n.Close(context.Background()); err != nil {
-			t.Errorf("closing the node: %v", err)
-		}
-	})
-	srv := httptest.NewServer(api.New(n, api.Options{Metrics: api.NewMetrics(func() *node.Node { return n })}))
-	t.Cleanup(srv.Close)
+	st := apitest.Start(t, apitest.RefBackends, node.Options{})
+	n, srv := st.Node, st.Server
 
 	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(openaiDir, "test.mjs"))
 	cmd.Env = append(os.Environ(), "MESHD_URL="+srv.URL)

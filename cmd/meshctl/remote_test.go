@@ -22,9 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"meshd/agent/api"
+	"meshd/agent/api/apitest"
 	"meshd/agent/api/client"
-	"meshd/agent/config"
 	"meshd/agent/node"
 	"meshd/cmd/internal/cli"
 	"meshd/steward"
@@ -59,25 +58,8 @@ type testStack struct {
 
 func startStack(t *testing.T, extra string) *testStack {
 	t.Helper()
-	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n%s", filepath.Join(dir, "state"), extra)), "remote_test.toml")
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := node.Open(ctx, cfg, node.Options{})
-	if err != nil {
-		t.Fatalf("opening the node: %v", err)
-	}
-	srv := httptest.NewServer(api.New(n, api.Options{Metrics: api.NewMetrics(func() *node.Node { return n })}))
-	t.Cleanup(func() {
-		srv.Close()
-		if err := n.Close(context.Background()); err != nil {
-			t.Errorf("closing the node: %v", err)
-		}
-	})
-	return &testStack{n: n, srv: srv, addr: srv.Listener.Addr().String()}
+	st := apitest.Start(t, extra, node.Options{})
+	return &testStack{n: st.Node, srv: st.Server, addr: st.Addr}
 }
 
 // seal serves k prompts through the client, so the chain has receipts.

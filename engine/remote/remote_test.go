@@ -14,8 +14,7 @@ import (
 	"testing"
 
 	"meshd/agent"
-	"meshd/agent/api"
-	"meshd/agent/config"
+	"meshd/agent/api/apitest"
 	"meshd/agent/node"
 	"meshd/steward"
 	"meshd/wire"
@@ -29,20 +28,8 @@ type upstream struct {
 
 func startNode(t *testing.T, cfgText string) (*node.Node, *httptest.Server) {
 	t.Helper()
-	cfg, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n%s", t.TempDir(), cfgText)), "node.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(context.Background(), cfg, node.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.New(n, api.Options{}))
-	t.Cleanup(func() {
-		srv.Close()
-		n.Close(context.Background())
-	})
-	return n, srv
+	st := apitest.Start(t, cfgText, node.Options{})
+	return st.Node, st.Server
 }
 
 func startUpstream(t *testing.T, ujPerToken int) upstream {
