@@ -15,12 +15,10 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 
 	"meshd/agent/api/client"
 	"meshd/engine/runner/gguf"
+	"meshd/internal/testbin"
 	"meshd/rag"
 	"meshd/steward"
 )
@@ -544,32 +543,8 @@ func TestCorpusVerifyHit(t *testing.T) {
 
 // ---- against a running meshd ----
 
-var corpusRunner struct {
-	once sync.Once
-	bin  string
-	err  error
-	out  []byte
-}
-
-// meshGGUF builds the GGUF runner (the embedding engine) once for the
-// package's tests.
-func meshGGUF(t *testing.T) string {
-	t.Helper()
-	b := &corpusRunner
-	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "meshctl-test-runner-")
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.bin = filepath.Join(dir, "mesh-gguf")
-		b.out, b.err = exec.Command("go", "build", "-o", b.bin, "meshd/cmd/mesh-gguf").CombinedOutput()
-	})
-	if b.err != nil {
-		t.Fatalf("building mesh-gguf: %v\n%s", b.err, b.out)
-	}
-	return b.bin
-}
+// meshGGUF is the GGUF runner (the embedding engine), built once.
+func meshGGUF(t *testing.T) string { return testbin.Build(t, "meshd/cmd/mesh-gguf") }
 
 // corpusGitRepo makes a local git repository with one commit of files and
 // returns its directory and the commit.

@@ -14,6 +14,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"meshd/internal/testbin"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,17 +35,9 @@ import (
 	"meshd/wire"
 )
 
-// buildMeshd builds ./cmd/meshd for a test that needs a real process (one
-// it can kill -9), into the test's temporary directory. The go build
-// cache makes every build after the first a link.
-func buildMeshd(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "meshd")
-	if out, err := exec.Command("go", "build", "-o", bin, "meshd/cmd/meshd").CombinedOutput(); err != nil {
-		t.Fatalf("building meshd: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildMeshd is ./cmd/meshd built for a test that needs a real process
+// (one it can kill -9).
+func buildMeshd(t *testing.T) string { return testbin.Build(t, "meshd/cmd/meshd") }
 
 // childDaemon is `meshd serve` running as a child process.
 type childDaemon struct {

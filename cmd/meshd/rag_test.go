@@ -7,11 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,35 +18,13 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"meshd/engine/runner/gguf"
+	"meshd/internal/testbin"
 	"meshd/rag"
 	"meshd/steward"
 )
 
-var runnerBuild struct {
-	once sync.Once
-	bin  string
-	err  error
-	out  []byte
-}
-
-// meshGGUFBin builds the GGUF runner once for the package's tests.
-func meshGGUFBin(t *testing.T) string {
-	t.Helper()
-	b := &runnerBuild
-	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "meshd-test-runner-")
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.bin = filepath.Join(dir, "mesh-gguf")
-		b.out, b.err = exec.Command("go", "build", "-o", b.bin, "meshd/cmd/mesh-gguf").CombinedOutput()
-	})
-	if b.err != nil {
-		t.Fatalf("building mesh-gguf: %v\n%s", b.err, b.out)
-	}
-	return b.bin
-}
+// meshGGUFBin is the GGUF runner, built once for the package's tests.
+func meshGGUFBin(t *testing.T) string { return testbin.Build(t, "meshd/cmd/mesh-gguf") }
 
 type testRepo struct {
 	t    *testing.T
