@@ -17,6 +17,13 @@ build:
 demo: build
 	./$(BIN)/meshd demo
 
+# Three nodes, a front door and the fleet stream on loopback: forwarded
+# serves, a node stopped and passed over, every chain verified from the
+# stream, and the signed fleet report written and verified (PROFILE §21).
+.PHONY: demo-fleet
+demo-fleet: build
+	./$(BIN)/meshd demo-fleet
+
 test: lint openai-deps
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race $(RACE)

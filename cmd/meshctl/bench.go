@@ -25,7 +25,7 @@ const maxReportFile = 1 << 30
 const benchUsage = `usage:
   meshctl bench run -workload W [-addr A | -config meshd.toml] -o REPORT [-no-trace] [-progress auto|bar|lines|none]
   meshctl bench verify [-trust HEXKEY] REPORT
-  meshctl bench compare REPORT...
+  meshctl bench compare REPORT...   (bench reports and fleet reports)
   meshctl bench plot -o DIR REPORT...
   meshctl bench csv -o DIR REPORT`
 
@@ -203,6 +203,10 @@ func benchVerifyCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if reportKind(data) == fleetKind {
+		// -trust then pins the operator, who signs a fleet report.
+		return verifyFleetFile(path, data, key, stdout)
+	}
 	v, problems := checkReport(data, key)
 	if len(problems) > 0 {
 		fmt.Fprintf(stdout, "report %s: FAILED, %d problems:\n", path, len(problems))
@@ -230,6 +234,9 @@ func loadVerified(paths []string) ([]*verifiedReport, error) {
 		if err != nil {
 			return nil, err
 		}
+		if reportKind(data) == fleetKind {
+			return nil, fmt.Errorf("%w: %s is a fleet report: plot and csv draw a bench run's serves, idle windows and trace, which it does not have (bench verify and bench compare take it)", errUsage, p)
+		}
 		v, problems := checkReport(data, nil)
 		if len(problems) > 0 {
 			return nil, damaged(fmt.Errorf("%s does not verify (%d problems; run meshctl bench verify): %s", p, len(problems), problems[0]))
@@ -251,12 +258,80 @@ type cmpEntry struct {
 
 func (e *cmpEntry) provenance() string { return provenanceText(e.cell.Provenance) }
 
+// cmpKey is what compare matches cells by: prompt×output in bench
+// reports, backend/recipe in fleet reports (PROFILE §21).
+type cmpKey struct {
+	cell  benchCell
+	fleet string // "backend/recipe"; empty for a bench cell
+}
+
+func (k cmpKey) String() string {
+	if k.fleet != "" {
+		return k.fleet
+	}
+	return k.cell.String()
+}
+
+// less orders bench cells first, by prompt then output, then fleet cells.
+func (k cmpKey) less(o cmpKey) bool {
+	if (k.fleet == "") != (o.fleet == "") {
+		return k.fleet == ""
+	}
+	if k.fleet != o.fleet {
+		return k.fleet < o.fleet
+	}
+	if k.cell.prompt != o.cell.prompt {
+		return k.cell.prompt < o.cell.prompt
+	}
+	return k.cell.output < o.cell.output
+}
+
+// keyedEntry is an entry with the cell it is matched by.
+type keyedEntry struct {
+	key   cmpKey
+	entry *cmpEntry
+}
+
+// loadCompared reads and verifies reports of either kind and returns their
+// cells as compare matches them, and whether both kinds were given.
+func loadCompared(paths []string) ([]keyedEntry, bool, error) {
+	var out []keyedEntry
+	names := reportNames(paths)
+	kinds := map[bool]bool{}
+	for i, p := range paths {
+		data, err := cli.ReadFileLimit(p, maxReportFile)
+		if err != nil {
+			return nil, false, err
+		}
+		isFleet := reportKind(data) == fleetKind
+		kinds[isFleet] = true
+		if isFleet {
+			fv, problems := checkFleetReport(data, nil)
+			if len(problems) > 0 {
+				return nil, false, damaged(fmt.Errorf("%s does not verify (%d problems; run meshctl bench verify): %s", p, len(problems), problems[0]))
+			}
+			out = append(out, fv.compareEntries(names[i])...)
+			continue
+		}
+		v, problems := checkReport(data, nil)
+		if len(problems) > 0 {
+			return nil, false, damaged(fmt.Errorf("%s does not verify (%d problems; run meshctl bench verify): %s", p, len(problems), problems[0]))
+		}
+		for _, c := range v.rep.Body.Summary.Cells {
+			out = append(out, keyedEntry{key: cmpKey{cell: benchCell{c.PromptWords, c.MaxTokens}},
+				entry: &cmpEntry{name: names[i], board: v.node.label(), recipe: v.rep.Body.Workload.Model.Resolved, cell: c}})
+		}
+	}
+	return out, len(kinds) == 2, nil
+}
+
 func benchCompareCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: meshctl bench compare REPORT...")
 		fmt.Fprintln(stderr, "ranks boards per cell only where the figures are comparable: the same model, the same single provenance, both bounded; overlapping bounds are no significant difference")
+		fmt.Fprintln(stderr, "bench reports match by prompt×output cell, fleet reports (meshctl fleet report) by backend/recipe, each board of a fleet report an entry")
 	}
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -265,28 +340,19 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("%w: bench compare needs reports", errUsage)
 	}
-	reps, err := loadVerified(fs.Args())
+	entries, mixed, err := loadCompared(fs.Args())
 	if err != nil {
 		return err
 	}
-	byCell := map[benchCell][]*cmpEntry{}
-	names := reportNames(fs.Args())
-	for i, v := range reps {
-		for _, c := range v.rep.Body.Summary.Cells {
-			k := benchCell{c.PromptWords, c.MaxTokens}
-			byCell[k] = append(byCell[k], &cmpEntry{name: names[i], board: v.node.label(), recipe: v.rep.Body.Workload.Model.Resolved, cell: c})
-		}
+	byCell := map[cmpKey][]*cmpEntry{}
+	for _, e := range entries {
+		byCell[e.key] = append(byCell[e.key], e.entry)
 	}
-	cells := make([]benchCell, 0, len(byCell))
+	cells := make([]cmpKey, 0, len(byCell))
 	for k := range byCell {
 		cells = append(cells, k)
 	}
-	sort.Slice(cells, func(i, j int) bool {
-		if cells[i].prompt != cells[j].prompt {
-			return cells[i].prompt < cells[j].prompt
-		}
-		return cells[i].output < cells[j].output
-	})
+	sort.Slice(cells, func(i, j int) bool { return cells[i].less(cells[j]) })
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CELL\tREPORT\tBOARD\tBACKEND/RECIPE\tµJ/TOK MEDIAN\tBOUND\tNET\tN\tPROVENANCE")
 	for _, k := range cells {
@@ -297,6 +363,9 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout)
+	if mixed {
+		fmt.Fprintln(stdout, "note: bench reports' cells are prompt×output and fleet reports' backend/recipe: a bench report and a fleet report share no cell")
+	}
 	for _, k := range cells {
 		es := byCell[k]
 		if len(es) < 2 {

@@ -196,10 +196,12 @@ type summary struct {
 	Cells       []summaryCell `json:"cells"`
 }
 
-// summaryCell is one (prompt length, output length) of the matrix.
+// summaryCell is one (prompt length, output length) of the matrix. A
+// fleet report's cells (fleet_report.go) embed it with the two left zero,
+// and so left out: a bench cell's are always at least 1.
 type summaryCell struct {
-	PromptWords int `json:"prompt_words"`
-	MaxTokens   int `json:"max_tokens"`
+	PromptWords int `json:"prompt_words,omitempty"`
+	MaxTokens   int `json:"max_tokens,omitempty"`
 	// Serves counts the cell's measured serves; Counted those with an
 	// accepted token (a µJ/token needs one).
 	Serves  int `json:"serves"`
@@ -373,9 +375,8 @@ func summarise(w *Workload, serves []serveRecord, bySeq map[uint64]*steward.Open
 	var out summary
 	out.IdleUW, out.IdleErrorUW = idleBaseline(idle)
 	for _, c := range w.cells() {
-		sc := summaryCell{PromptWords: c.prompt, MaxTokens: c.output, Provenance: map[string]int{}, Backends: map[string]int{}}
-		var gross, grossLo, grossHi, net, netLo, netHi, errs, tps, tin, tout []int64
-		allBounded, allNetBounded := true, true
+		sc := summaryCell{PromptWords: c.prompt, MaxTokens: c.output}
+		var rs []*steward.Receipt
 		for i := range serves {
 			s := &serves[i]
 			if s.Warmup || s.PromptWords != c.prompt || s.MaxTokens != c.output {
@@ -385,51 +386,64 @@ func summarise(w *Workload, serves []serveRecord, bySeq map[uint64]*steward.Open
 			if o == nil {
 				return summary{}, fmt.Errorf("serve %d: its receipt (sequence %d) is not in the chain segment", s.Index, s.Sequence)
 			}
-			r := o.Receipt
-			sc.Serves++
-			sc.Provenance[r.EnergyProvenance]++
-			sc.Backends[r.Backend]++
-			tin = append(tin, 1000*int64(r.TokensIn))
-			tout = append(tout, 1000*int64(r.TokensOut))
-			if r.ServeNs != nil && *r.ServeNs > 0 {
-				tps = append(tps, divFloor(new(big.Int).Mul(u(uint64(r.TokensOut)), big.NewInt(1_000_000_000_000)), u(*r.ServeNs)))
-			}
-			p, ok := perToken(r, out.IdleUW, out.IdleErrorUW)
-			if !ok {
-				continue
-			}
-			sc.Counted++
-			gross = append(gross, p.gross)
-			if p.bounded {
-				grossLo, grossHi, errs = append(grossLo, p.grossLo), append(grossHi, p.grossHi), append(errs, p.errPerTok)
-			} else {
-				allBounded = false
-			}
-			if p.hasNet {
-				net = append(net, p.net)
-				if p.bounded && out.IdleErrorUW != nil {
-					netLo, netHi = append(netLo, p.netLo), append(netHi, p.netHi)
-				} else {
-					allNetBounded = false
-				}
-			}
+			rs = append(rs, o.Receipt)
 		}
-		if len(tin) > 0 {
-			sc.TokensIn, sc.TokensOut = statsOf(tin).Median, statsOf(tout).Median
-		}
-		sc.Gross, sc.Net, sc.ErrorPerToken, sc.TokensPerS = statsOf(gross), statsOf(net), statsOf(errs), statsOf(tps)
-		// A bound on the median needs a bound on every serve in it.
-		if allBounded {
-			sc.GrossMedianBound = medianBound(grossLo, grossHi)
-		} else {
-			sc.ErrorPerToken = nil
-		}
-		if allBounded && allNetBounded && len(net) == len(gross) {
-			sc.NetMedianBound = medianBound(netLo, netHi)
-		}
+		fillCell(&sc, rs, out.IdleUW, out.IdleErrorUW)
 		out.Cells = append(out.Cells, sc)
 	}
 	return out, nil
+}
+
+// fillCell computes a cell's figures from its receipts, with the idle
+// baseline for the net figures when there is one. Bench cells (a
+// prompt×output of the matrix) and fleet cells (a steward's backend and
+// recipe) are both made here, so they follow the same rules.
+func fillCell(sc *summaryCell, rs []*steward.Receipt, idleUW, idleErrUW *uint64) {
+	sc.Provenance, sc.Backends = map[string]int{}, map[string]int{}
+	var gross, grossLo, grossHi, net, netLo, netHi, errs, tps, tin, tout []int64
+	allBounded, allNetBounded := true, true
+	for _, r := range rs {
+		sc.Serves++
+		sc.Provenance[r.EnergyProvenance]++
+		sc.Backends[r.Backend]++
+		tin = append(tin, 1000*int64(r.TokensIn))
+		tout = append(tout, 1000*int64(r.TokensOut))
+		if r.ServeNs != nil && *r.ServeNs > 0 {
+			tps = append(tps, divFloor(new(big.Int).Mul(u(uint64(r.TokensOut)), big.NewInt(1_000_000_000_000)), u(*r.ServeNs)))
+		}
+		p, ok := perToken(r, idleUW, idleErrUW)
+		if !ok {
+			continue
+		}
+		sc.Counted++
+		gross = append(gross, p.gross)
+		if p.bounded {
+			grossLo, grossHi, errs = append(grossLo, p.grossLo), append(grossHi, p.grossHi), append(errs, p.errPerTok)
+		} else {
+			allBounded = false
+		}
+		if p.hasNet {
+			net = append(net, p.net)
+			if p.bounded && idleErrUW != nil {
+				netLo, netHi = append(netLo, p.netLo), append(netHi, p.netHi)
+			} else {
+				allNetBounded = false
+			}
+		}
+	}
+	if len(tin) > 0 {
+		sc.TokensIn, sc.TokensOut = statsOf(tin).Median, statsOf(tout).Median
+	}
+	sc.Gross, sc.Net, sc.ErrorPerToken, sc.TokensPerS = statsOf(gross), statsOf(net), statsOf(errs), statsOf(tps)
+	// A bound on the median needs a bound on every serve in it.
+	if allBounded {
+		sc.GrossMedianBound = medianBound(grossLo, grossHi)
+	} else {
+		sc.ErrorPerToken = nil
+	}
+	if allBounded && allNetBounded && len(net) == len(gross) {
+		sc.NetMedianBound = medianBound(netLo, netHi)
+	}
 }
 
 // ---- canonical form ----
@@ -449,6 +463,12 @@ var digestSections = []string{"format", "steward", "status", "workload", "board"
 
 // sectionDigests computes the digest of every section of body.
 func sectionDigests(body *reportBody) (map[string]string, error) {
+	return digestsOf(body, digestSections)
+}
+
+// digestsOf computes the SHA-256 of the canonical JSON of each named
+// member of body (a bench or a fleet report's body).
+func digestsOf(body any, sections []string) (map[string]string, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
@@ -458,7 +478,7 @@ func sectionDigests(body *reportBody) (map[string]string, error) {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, k := range digestSections {
+	for _, k := range sections {
 		c, err := rag.Canonical(parts[k])
 		if err != nil {
 			return nil, fmt.Errorf("section %s: %w", k, err)
@@ -491,10 +511,19 @@ func encodeReport(r *benchReport) ([]byte, error) {
 // decodeReport reads a report strictly: unknown fields and trailing data
 // are errors, and a syntax error names its byte and the field it is in.
 func decodeReport(data []byte) (*benchReport, error) {
+	var r benchReport
+	if err := decodeStrict(data, &r, "a bench report"); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// decodeStrict decodes data into v (what names it in errors) as
+// decodeReport does: unknown fields and trailing data are errors.
+func decodeStrict(data []byte, v any, what string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var r benchReport
-	if err := dec.Decode(&r); err != nil {
+	if err := dec.Decode(v); err != nil {
 		off := dec.InputOffset()
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
@@ -504,12 +533,12 @@ func decodeReport(data []byte) (*benchReport, error) {
 		case errors.As(err, &te):
 			off = te.Offset
 		}
-		return nil, fmt.Errorf("not a bench report at byte %d (%s): %w", off, pathAt(data, off), err)
+		return fmt.Errorf("not %s at byte %d (%s): %w", what, off, pathAt(data, off), err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("data after the report at byte %d", dec.InputOffset())
+		return fmt.Errorf("data after the report at byte %d", dec.InputOffset())
 	}
-	return &r, nil
+	return nil
 }
 
 // pathAt names the JSON member that byte off of data lies in, such as

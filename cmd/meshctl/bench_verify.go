@@ -71,15 +71,7 @@ func checkReport(data []byte, trust ed25519.PublicKey) (*verifiedReport, []strin
 	body := &rep.Body
 
 	// Canonical form: every byte of the file is significant.
-	if c, err := rag.Canonical(bytes.TrimSuffix(data, []byte("\n"))); err != nil {
-		add("file: not canonical JSON: %v", err)
-	} else if want := append(c, '\n'); !bytes.Equal(want, data) {
-		i := 0
-		for i < len(want) && i < len(data) && want[i] == data[i] {
-			i++
-		}
-		add("file: not in canonical form (RFC 8785, one line) from byte %d, in %s", i, pathAt(data, int64(i)))
-	}
+	problems = append(problems, canonicalProblems(data)...)
 	if body.Format != benchFormat {
 		add("format: %q, want %q", body.Format, benchFormat)
 	}
@@ -158,19 +150,7 @@ func checkReport(data []byte, trust ed25519.PublicKey) (*verifiedReport, []strin
 	if got, err := sectionDigests(body); err != nil {
 		add("digests: %v", err)
 	} else {
-		for _, k := range sortedKeys(got) {
-			switch stated, ok := body.Digests[k]; {
-			case !ok:
-				add("digests: no digest for the %s section", k)
-			case stated != got[k]:
-				add("%s: the section was altered: its SHA-256 is %s, the report's digest says %s", k, got[k], stated)
-			}
-		}
-		for k := range body.Digests {
-			if _, ok := got[k]; !ok {
-				add("digests: %q is not a section of the report", k)
-			}
-		}
+		problems = append(problems, digestProblems(body.Digests, got)...)
 	}
 	problems = append(problems, checkCounts(body)...)
 
@@ -195,6 +175,44 @@ func checkReport(data []byte, trust ed25519.PublicKey) (*verifiedReport, []strin
 		}
 	}
 	return v, problems
+}
+
+// canonicalProblems checks that data is its own RFC 8785 form and one
+// newline, naming the byte and the member where it is not. Bench and
+// fleet reports share it.
+func canonicalProblems(data []byte) []string {
+	c, err := rag.Canonical(bytes.TrimSuffix(data, []byte("\n")))
+	if err != nil {
+		return []string{fmt.Sprintf("file: not canonical JSON: %v", err)}
+	}
+	if want := append(c, '\n'); !bytes.Equal(want, data) {
+		i := 0
+		for i < len(want) && i < len(data) && want[i] == data[i] {
+			i++
+		}
+		return []string{fmt.Sprintf("file: not in canonical form (RFC 8785, one line) from byte %d, in %s", i, pathAt(data, int64(i)))}
+	}
+	return nil
+}
+
+// digestProblems compares the digests a report states with those of its
+// sections as they are, naming each section that was altered.
+func digestProblems(stated, got map[string]string) []string {
+	var out []string
+	for _, k := range sortedKeys(got) {
+		switch s, ok := stated[k]; {
+		case !ok:
+			out = append(out, fmt.Sprintf("digests: no digest for the %s section", k))
+		case s != got[k]:
+			out = append(out, fmt.Sprintf("%s: the section was altered: its SHA-256 is %s, the report's digest says %s", k, got[k], s))
+		}
+	}
+	for _, k := range sortedKeys(stated) {
+		if _, ok := got[k]; !ok {
+			out = append(out, fmt.Sprintf("digests: %q is not a section of the report", k))
+		}
+	}
+	return out
 }
 
 // repName says which repetition a serve is.

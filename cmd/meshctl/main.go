@@ -31,7 +31,7 @@ func commands() []command {
 		{"backends", "a running meshd's backends, their costs and state", cmdBackends},
 		{"meters", "a running meshd's meters and live power (-watch to refresh)", cmdMeters},
 		{"corpus", "RAG corpora: hash, sign and verify descriptions; describe and query a running meshd", cmdCorpus},
-		{"fleet", "verify a fleet's receipt chains from NATS JetStream (fleet verify)", cmdFleet},
+		{"fleet", "verify a fleet's receipt chains from NATS JetStream (fleet verify); a signed µJ/token report of them (fleet report)", cmdFleetAll},
 		{"bench", "benchmark µJ per token: run a workload into a signed report; verify, compare, plot, csv", cmdBench},
 	}
 }
