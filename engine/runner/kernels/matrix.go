@@ -70,6 +70,13 @@ func (m *Matrix) DotRow(i int, x []float32, qx *QVec) float32 {
 	return out[0]
 }
 
+// DotRows sets out[i-lo] to row i's product with x or qx (as in DotRow)
+// for i in [lo, hi), with the kernels MatVec runs: for callers that split
+// a product over the pool themselves, to fuse other work into each range.
+func (m *Matrix) DotRows(lo, hi int, out, x []float32, qx *QVec) {
+	m.dotRows(lo, hi, out, x, qx)
+}
+
 // dotRows sets out[i-lo] to row i's product for i in [lo, hi).
 func (m *Matrix) dotRows(lo, hi int, out, x []float32, qx *QVec) {
 	w := m.Data[lo*m.rowBytes : hi*m.rowBytes]

@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"meshd/engine/runner/kernels"
 )
@@ -29,27 +30,103 @@ type State struct {
 
 	// Reused each step so the hot loop neither allocates nor dispatches
 	// more than once per group of products reading one activation.
-	qkv, gateUp, one kernels.MatVecs
-	attn             attention
-	siluMul          kernels.RangeFunc
+	qkv, one kernels.MatVecs
+	attn     attention
+	ffn      ffnUp
 
 	chunk int    // prompt tokens per batch
 	b     *batch // batch scratch, allocated on the first batch
 }
 
 // attention is one layer's attention over the pool, a loop over heads.
+// Each range also quantises the blocks of the output it completes, for
+// attn_output to read, so that no core quantises all of it alone after
+// the loop.
 type attention struct {
 	s         *State
 	k, v      []float32
 	n, stride int
 	group, hd int
 	scale     float32
+	quant     *blockQuant // nil: no quantised reader
 }
 
 func (a *attention) Range(lo, hi int) {
 	s := a.s
 	for h := lo; h < hi; h++ {
 		kernels.Attend(s.att[h*a.hd:(h+1)*a.hd], s.q[h*a.hd:(h+1)*a.hd], a.k, a.v, a.n, a.stride, (h/a.group)*a.hd, a.scale, s.scores[h*s.nCtx:])
+	}
+	a.quant.filled(lo*a.hd, hi*a.hd)
+}
+
+// ffnUp is a decode step's gate and up projections as one pool loop over
+// FF rows: each range computes its rows of both, applies SiLU and the
+// product to them, and quantises the blocks it completes for the down
+// projection. One dispatch does what took three loops and a serial
+// quantisation, and each range's values are still in cache for SiLU.
+type ffnUp struct {
+	s        *State
+	gate, up *kernels.Matrix
+	quant    *blockQuant // nil: no quantised reader
+}
+
+func (f *ffnUp) Range(lo, hi int) {
+	s := f.s
+	h, h2 := s.hb[lo:hi], s.hb2[lo:hi]
+	f.gate.DotRows(lo, hi, h, s.xb, s.qDim)
+	f.up.DotRows(lo, hi, h2, s.xb, s.qDim)
+	kernels.SiLUMul(h, h, h2)
+	f.quant.filled(lo, hi)
+}
+
+// grain is the rows per chunk unit of the loop: as MatVecs sizes them,
+// about 16 KiB of one matrix's weights, a multiple of four rows.
+func (f *ffnUp) grain() int {
+	rb := max(f.gate.Bytes()/f.gate.Rows, f.up.Bytes()/f.up.Rows)
+	return max(4, (16<<10)/rb&^3)
+}
+
+// blockQuant quantises an activation x into q block by block while a
+// pool loop fills x in ranges that need not line up with the blocks: each
+// block counts the values still to come, and whichever range completes
+// it quantises it (the atomic count orders the other ranges' writes
+// before that). Every block is quantised on its own, so the result is
+// Quantize(x) bit for bit.
+type blockQuant struct {
+	q    *kernels.QVec
+	x    []float32
+	bl   int
+	left []atomic.Int32 // values of each block not yet filled
+}
+
+// newBlockQuant returns nil when q is nil (no quantised reader).
+func newBlockQuant(q *kernels.QVec, x []float32) *blockQuant {
+	if q == nil {
+		return nil
+	}
+	b := &blockQuant{q: q, x: x, bl: q.BlockLen()}
+	b.left = make([]atomic.Int32, (len(x)+b.bl-1)/b.bl)
+	for i := range b.left {
+		b.left[i].Store(int32(b.size(i)))
+	}
+	return b
+}
+
+func (b *blockQuant) size(i int) int { return min(len(b.x), (i+1)*b.bl) - i*b.bl }
+
+// filled records that x[lo:hi] holds its final values, quantising every
+// block that completes; the count is reset for the next loop.
+func (b *blockQuant) filled(lo, hi int) {
+	if b == nil || lo >= hi {
+		return
+	}
+	for i := lo / b.bl; i*b.bl < hi; i++ {
+		a, e := max(lo, i*b.bl), min(hi, (i+1)*b.bl)
+		if b.left[i].Add(-int32(e-a)) == 0 {
+			n := b.size(i)
+			b.left[i].Store(int32(n))
+			b.q.QuantizeRange(b.x, i*b.bl, i*b.bl+n)
+		}
 	}
 }
 
@@ -74,11 +151,10 @@ func (m *Model) NewState(nCtx int, pool *kernels.Pool) (*State, error) {
 	}
 	s.qDim, s.qFF = m.newActivations()
 	s.qkv = kernels.MatVecs{X: s.xb, QX: s.qDim, Prods: make([]kernels.Product, 3)}
-	s.gateUp = kernels.MatVecs{X: s.xb, QX: s.qDim, Prods: []kernels.Product{{Out: s.hb}, {Out: s.hb2}}}
 	s.one = kernels.MatVecs{Prods: make([]kernels.Product, 1)}
 	s.attn = attention{s: s, stride: kvDim, group: m.Heads / m.KVHeads, hd: m.HeadDim,
-		scale: float32(1 / math.Sqrt(float64(m.HeadDim)))}
-	s.siluMul = func(lo, hi int) { kernels.SiLUMul(s.hb[lo:hi], s.hb[lo:hi], s.hb2[lo:hi]) }
+		scale: float32(1 / math.Sqrt(float64(m.HeadDim))), quant: newBlockQuant(s.qDim, s.att)}
+	s.ffn = ffnUp{s: s, quant: newBlockQuant(s.qFF, s.hb)}
 	for l := range s.k {
 		s.k[l] = make([]float32, nCtx*kvDim)
 		s.v[l] = make([]float32, nCtx*kvDim)
@@ -148,18 +224,15 @@ func (s *State) Eval(tok int) ([]float32, error) {
 		m.rope(s.q, s.cos, s.sin)
 		m.rope(kc, s.cos, s.sin)
 		s.attn.k, s.attn.v, s.attn.n = s.k[li], s.v[li], pos+1
-		s.pool.Run(m.Heads, 1, &s.attn)
-		s.quantize(s.qDim, s.att)
+		s.pool.Run(m.Heads, 1, &s.attn) // quantises s.att into s.qDim
 		s.matVec(l.o, s.xb2, s.att, s.qDim)
 		addBias(s.xb2, l.bo)
 		kernels.Add(s.x, s.xb2)
 
 		kernels.RMSNorm(s.xb, s.x, l.ffnNorm, m.Eps)
 		s.quantize(s.qDim, s.xb)
-		s.gateUp.Prods[0].M, s.gateUp.Prods[1].M = l.gate, l.up
-		s.gateUp.Run(s.pool)
-		s.pool.Run(m.FF, 256, s.siluMul)
-		s.quantize(s.qFF, s.hb)
+		s.ffn.gate, s.ffn.up = l.gate, l.up
+		s.pool.Run(m.FF, s.ffn.grain(), &s.ffn) // hb = silu(gate)·up, quantised into s.qFF
 		s.matVec(l.down, s.xb2, s.hb, s.qFF)
 		kernels.Add(s.x, s.xb2)
 	}
