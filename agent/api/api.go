@@ -67,8 +67,8 @@ type Server struct {
 	slots    chan struct{}
 	draining atomic.Bool
 	inflight atomic.Int64
-	// oldest is the start (unix ns) of the oldest serve in flight, for the
-	// watchdog's liveness check; 0 when none.
+	// started holds the start of every serve in flight, for the
+	// watchdog's liveness check (Stuck).
 	started  *startSet
 	events   events
 	done     chan struct{} // closed by Drain: live streams end

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"meshd/wire"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -708,21 +709,9 @@ func (v *checker) corpora() {
 				v.problem(rp+"id", "repo id %q listed twice in this corpus", r.ID)
 			}
 			ids[r.ID] = true
-			if !isHex40(r.Commit) {
+			if !wire.IsLowerHex(r.Commit, 20) {
 				v.problem(rp+"commit", "want the pinned commit as 40 lowercase hex digits, got %q", r.Commit)
 			}
 		}
 	}
-}
-
-func isHex40(s string) bool {
-	if len(s) != 40 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

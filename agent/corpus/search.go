@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+
+	"meshd/engine/runner/kernels"
 )
 
 // normalise scales v to unit length (a zero vector stays zero), so that a
@@ -44,7 +46,7 @@ func (c *Corpus) Search(q []float32, k int) ([]Scored, error) {
 	q = normalise(q)
 	h := make(minHeap, 0, k+1)
 	for i := range c.Chunks {
-		s := dot(q, c.vectors[i*c.Dim:(i+1)*c.Dim])
+		s := float64(kernels.Dot(q, c.vectors[i*c.Dim:(i+1)*c.Dim]))
 		if len(h) < k {
 			heap.Push(&h, Scored{i, s})
 		} else if k > 0 && better(Scored{i, s}, h[0]) {
@@ -57,23 +59,6 @@ func (c *Corpus) Search(q []float32, k int) ([]Scored, error) {
 		out[i] = heap.Pop(&h).(Scored)
 	}
 	return out, nil
-}
-
-// dot is the inner product, accumulated in float64 from four lanes so the
-// sum of a long vector loses nothing that matters to a ranking.
-func dot(a, b []float32) float64 {
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return float64(s0) + float64(s1) + float64(s2) + float64(s3)
 }
 
 // better orders hits: higher score, then lower chunk index.

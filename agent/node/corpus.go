@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"strings"
 
 	"meshd/agent/config"
@@ -55,13 +55,11 @@ func (n *Node) Provider(org, name string) (*corpus.Provider, bool) {
 	return nil, false
 }
 
+// sameCorpus says whether b can keep a's embedding engine and ingested
+// corpus: every field but the meters, which choose the span.
 func sameCorpus(a, b config.Corpus) bool {
-	return a.Org == b.Org && a.Name == b.Name && a.Model == b.Model && a.EmbeddingModel == b.EmbeddingModel &&
-		a.Runner == b.Runner && a.Threads == b.Threads && a.Context == b.Context && slices.Equal(a.Meters, b.Meters) &&
-		a.Fidelity == b.Fidelity && a.UJPerToken == b.UJPerToken && a.QueryPrefix == b.QueryPrefix &&
-		a.PassagePrefix == b.PassagePrefix && a.ChunkLines == b.ChunkLines && a.ChunkOverlap == b.ChunkOverlap &&
-		a.MaxFileBytes == b.MaxFileBytes && a.MaxChunkBytes == b.MaxChunkBytes && a.SigningKey == b.SigningKey && a.SigningProfile == b.SigningProfile &&
-		slices.Equal(a.Repos, b.Repos)
+	a.Meters, b.Meters = nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 // engineEmbedder embeds through an embedding engine; it learns the

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -507,11 +508,12 @@ func checkSpans(cfg *config.Config) error {
 	return nil
 }
 
+// sameBackend says whether b can keep a's engine: every field but the
+// meters, which choose the span, not the engine. Compared whole, so a
+// field added to the config is never missed here.
 func sameBackend(a, b config.Backend) bool {
-	return a.Kind == b.Kind && a.Model == b.Model && a.Runner == b.Runner && a.Fidelity == b.Fidelity &&
-		a.UJPerToken == b.UJPerToken && a.Threads == b.Threads && a.Context == b.Context &&
-		a.Temperature == b.Temperature && a.Seed == b.Seed && a.DraftModel == b.DraftModel &&
-		slices.Equal(a.ExtraArgs, b.ExtraArgs) && a.Work == b.Work && a.URL == b.URL && a.Steward == b.Steward && a.Timeout == b.Timeout
+	a.Meters, b.Meters = nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 func (n *Node) openMeter(ctx context.Context, mc config.Meter, ready config.Duration) (*Meter, error) {

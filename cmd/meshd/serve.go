@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -317,13 +316,4 @@ func (d *daemon) shutdown(timeout time.Duration) error {
 		d.log.Info("stopped cleanly: log synced, engines stopped")
 	}
 	return errors.Join(errs...)
-}
-
-// describeProblems prints a config's problems one per line.
-func describeProblems(err error) string {
-	var p *config.Problems
-	if errors.As(err, &p) {
-		return strings.TrimRight(p.Error(), "\n")
-	}
-	return err.Error()
 }
