@@ -17,11 +17,27 @@ func dotQ5_0RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb
 //go:noescape
 func dotQ5_1RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
 
+// The AVX-512 forms (dotq5_512_amd64.s): four rows per pass, the same
+// lanes and roundings as the AVX2 ones, so the same bits.
+
+//go:noescape
+func dotQ4_1RowsAVX512(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
+
+//go:noescape
+func dotQ5_0RowsAVX512(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
+
+//go:noescape
+func dotQ5_1RowsAVX512(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
+
 // dotQ4_1Rows sets out[i] to the dot product of v with the first nb
 // blocks of Q4_1 row i of w, rows rowBytes apart.
 func dotQ4_1Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 	if !hasAVX2 || nb == 0 || len(out) == 0 {
 		rowsGeneric(dotQ4_1Generic, 20)(w, rowBytes, nb, v, out)
+		return
+	}
+	if hasAVX512Rows {
+		q32RowsAVX2(dotQ4_1RowsAVX512, 20, w, rowBytes, nb, v, out)
 		return
 	}
 	q32RowsAVX2(dotQ4_1RowsAVX2, 20, w, rowBytes, nb, v, out)
@@ -33,6 +49,10 @@ func dotQ5_0Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 		rowsGeneric(dotQ5_0Generic, 22)(w, rowBytes, nb, v, out)
 		return
 	}
+	if hasAVX512Rows {
+		q32RowsAVX2(dotQ5_0RowsAVX512, 22, w, rowBytes, nb, v, out)
+		return
+	}
 	q32RowsAVX2(dotQ5_0RowsAVX2, 22, w, rowBytes, nb, v, out)
 }
 
@@ -40,6 +60,10 @@ func dotQ5_0Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 func dotQ5_1Rows(w []byte, rowBytes, nb int, v *QVec, out []float32) {
 	if !hasAVX2 || nb == 0 || len(out) == 0 {
 		rowsGeneric(dotQ5_1Generic, 24)(w, rowBytes, nb, v, out)
+		return
+	}
+	if hasAVX512Rows {
+		q32RowsAVX2(dotQ5_1RowsAVX512, 24, w, rowBytes, nb, v, out)
 		return
 	}
 	q32RowsAVX2(dotQ5_1RowsAVX2, 24, w, rowBytes, nb, v, out)

@@ -86,7 +86,56 @@ func q32Activation(r *rand.Rand, nb int) *QVec {
 // four-row groups, strides wider than the data, and one to many blocks.
 // A row's value must not depend on its position in the call.
 func TestQ32RowKernels(t *testing.T) {
-	t.Logf("AVX2 kernels in use: %v", hasAVX2)
+	t.Logf("AVX2 kernels in use: %v, AVX-512 row kernels: %v", hasAVX2, hasAVX512Rows)
+	eachWidth(t, testQ32RowKernels)
+}
+
+// TestQ32WidthsAgree: the AVX-512 row kernels of the 32-value types do
+// the AVX2 kernels' integer sums, roundings and reductions, so the two
+// widths give the same bits for every row (a model's output must not
+// depend on which CPU of a fleet served it).
+func TestQ32WidthsAgree(t *testing.T) {
+	wide, rows := hasAVX512, hasAVX512Rows
+	defer func() { hasAVX512, hasAVX512Rows = wide, rows }()
+	if !rows {
+		t.Skip("no AVX-512 row kernels on this CPU: one width only")
+	}
+	r := rand.New(rand.NewPCG(53, 54))
+	for _, tc := range []struct {
+		typ  gguf.TensorType
+		rows func(w []byte, rowBytes, nb int, v *QVec, out []float32)
+	}{
+		{gguf.Q4_0, dotQ4_0Rows}, {gguf.Q4_1, dotQ4_1Rows}, {gguf.Q5_0, dotQ5_0Rows}, {gguf.Q5_1, dotQ5_1Rows},
+	} {
+		bb := int(tc.typ.BlockBytes())
+		for _, nb := range []int{1, 2, 7, 8, 9, 17, 64} {
+			for _, n := range []int{1, 3, 4, 5, 8, 13} {
+				for _, pad := range []int{0, 5} {
+					rb := nb*bb + pad
+					packed := randBlocks(r, tc.typ, n, nb)
+					q32Extremes(tc.typ, packed, n*nb)
+					w := make([]byte, n*rb)
+					for i := range n {
+						copy(w[i*rb:], packed[i*nb*bb:(i+1)*nb*bb])
+					}
+					v := q32Activation(r, nb)
+					wideOut, narrowOut := make([]float32, n), make([]float32, n)
+					hasAVX512, hasAVX512Rows = wide, true
+					tc.rows(w, rb, nb, v, wideOut)
+					hasAVX512, hasAVX512Rows = false, false
+					tc.rows(w, rb, nb, v, narrowOut)
+					for i := range n {
+						if math.Float32bits(wideOut[i]) != math.Float32bits(narrowOut[i]) {
+							t.Fatalf("%s nb=%d n=%d pad=%d row %d: AVX-512 %v, AVX2 %v", tc.typ, nb, n, pad, i, wideOut[i], narrowOut[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func testQ32RowKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(51, 52))
 	type rowsFn = func(w []byte, rowBytes, nb int, v *QVec, out []float32)
 	for _, tc := range []struct {

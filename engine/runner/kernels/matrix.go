@@ -105,10 +105,8 @@ func (m *Matrix) dotRows(lo, hi int, out, x []float32, qx *QVec) {
 		dotF16Rows(w, m.rowBytes, x[:m.Cols], out)
 	case gguf.BF16:
 		dotBF16Rows(w, m.rowBytes, x[:m.Cols], out)
-	default:
-		for i := range out {
-			out[i] = DotF32(w[i*m.rowBytes:(i+1)*m.rowBytes], x)
-		}
+	default: // F32, the one type NewMatrix admits besides those above
+		dotF32Rows(w, m.rowBytes, x[:m.Cols], out)
 	}
 }
 

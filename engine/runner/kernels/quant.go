@@ -461,22 +461,39 @@ func DotQ4_0(row []byte, v *QVec) float32 {
 }
 
 // DotF32 is the dot product of an F32-encoded row with x.
+//
+// It keeps 32 running sums, value j going to sum j mod 32, each product
+// rounded to float32 before it is added (the conversion keeps the
+// compiler from fusing the two), and folds them in halves: 32 to 16, 8,
+// 4, then (s0+s1)+(s2+s3). The vector kernels (dotf32_amd64.s,
+// dotf32_arm64.s) keep the same sums in their lanes and fold them the
+// same way, so every path gives the same bits; a fused multiply-add
+// would make that depend on whether a CPU or compiler fuses. The lanes
+// also shorten each chain of roundings to a 32nd of the row.
 func DotF32(row []byte, x []float32) float32 {
 	row = row[:len(x)*4]
-	var s0, s1, s2, s3 float32
+	var s [32]float32
 	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		w := (*[16]byte)(row[i*4:])
-		xx := (*[4]float32)(x[i:])
-		s0 += math.Float32frombits(binary.LittleEndian.Uint32(w[0:])) * xx[0]
-		s1 += math.Float32frombits(binary.LittleEndian.Uint32(w[4:])) * xx[1]
-		s2 += math.Float32frombits(binary.LittleEndian.Uint32(w[8:])) * xx[2]
-		s3 += math.Float32frombits(binary.LittleEndian.Uint32(w[12:])) * xx[3]
+	for ; i+32 <= len(x); i += 32 {
+		w := (*[128]byte)(row[i*4:])
+		xx := (*[32]float32)(x[i:])
+		for k := range s {
+			s[k] += float32(math.Float32frombits(binary.LittleEndian.Uint32(w[4*k:])) * xx[k])
+		}
 	}
-	for ; i < len(x); i++ {
-		s0 += math.Float32frombits(binary.LittleEndian.Uint32(row[i*4:])) * x[i]
+	for k := 0; i < len(x); i, k = i+1, k+1 {
+		s[k] += float32(math.Float32frombits(binary.LittleEndian.Uint32(row[i*4:])) * x[i])
 	}
-	return s0 + s1 + s2 + s3
+	for k := 0; k < 16; k++ {
+		s[k] += s[k+16]
+	}
+	for k := 0; k < 8; k++ {
+		s[k] += s[k+8]
+	}
+	for k := 0; k < 4; k++ {
+		s[k] += s[k+4]
+	}
+	return (s[0] + s[1]) + (s[2] + s[3])
 }
 
 // DotF16 is the dot product of an F16-encoded row with x.

@@ -47,7 +47,7 @@ func cpuBench(b *testing.B, bytes int, f func()) {
 func BenchmarkRowKernelsCached(b *testing.B) {
 	r := rand.New(rand.NewPCG(61, 62))
 	const rows, cols = 256, 2048
-	for _, typ := range []gguf.TensorType{gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
+	for _, typ := range []gguf.TensorType{gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		enc, err := gguf.Encode(typ, randVec(r, rows*cols, 0.02))
 		if err != nil {
 			b.Fatal(err)
