@@ -146,7 +146,11 @@ q40done:
 	RET
 
 // func dotF16RowsAVX2(w *byte, rowBytes, n int, x *float32, cols int, out *float32)
-// cols is a positive multiple of 32.
+// cols is a positive multiple of 32. The row is prefetched 2 KiB ahead
+// into L1 and 8 KiB ahead into L2: over 192 MiB of 2048- and 5632-column
+// rows on one core that streamed 28 and 23 GB/s against a plain read
+// loop's 33 and 25, where 512 bytes ahead in L1 alone streamed 24 and 17
+// (slower than no prefetch at all).
 TEXT ·dotF16RowsAVX2(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), SI
 	MOVQ n+16(FP), CX
@@ -163,7 +167,8 @@ f16row:
 	VXORPS Y3, Y3, Y3
 
 f16loop:
-	PREFETCHT0  512(R10)
+	PREFETCHT0  2048(R10)
+	PREFETCHT1  8192(R10)
 	VCVTPH2PS   (R10), Y4
 	VCVTPH2PS   16(R10), Y5
 	VCVTPH2PS   32(R10), Y6
@@ -208,7 +213,8 @@ bf16row:
 	VXORPS Y3, Y3, Y3
 
 bf16loop:
-	PREFETCHT0  512(R10)
+	PREFETCHT0  2048(R10)
+	PREFETCHT1  8192(R10)
 	VPMOVZXWD   (R10), Y4
 	VPMOVZXWD   16(R10), Y5
 	VPMOVZXWD   32(R10), Y6
