@@ -5,6 +5,7 @@ package kernels
 import (
 	"math"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 
@@ -66,9 +67,14 @@ const k8Words = 80
 // tokenPack is what a product's multi-token kernels read of the tokens
 // alone, computed once per MatMul rather than once per row tile: for the
 // eight-token Q4_K kernel, per group of eight tokens and super-block,
-// the tokens' bsum pair sums and scales (see matmul8_amd64.s).
+// the tokens' bsum pair sums and scales (see matmul8_amd64.s); for the
+// sixteen-row kernels of the 32-value types, per token and block, the
+// start values of the integer sums or float(S) (see matmul8q_amd64.s).
 type tokenPack struct {
 	k8 []int16
+	// q32 holds packQ32's q32Words words per token.
+	q32      []int32
+	q32Words int
 }
 
 var tokenPacks = sync.Pool{New: func() any { return new(tokenPack) }}
@@ -76,6 +82,9 @@ var tokenPacks = sync.Pool{New: func() any { return new(tokenPack) }}
 // packTokens prepares the tokenPack of a product of m with T tokens, or
 // returns nil when m's multi-token kernels need none.
 func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
+	if lay, ok := q32LayoutOf(m.Type); ok && hasAVX512 && T >= 2 && m.Cols >= 32 {
+		return packQ32(lay.mul, m.Cols/32, T, qx)
+	}
 	if !hasAVX2 || m.Type != gguf.Q4_K || T < 8 {
 		return nil
 	}
@@ -107,6 +116,34 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 		}
 	}
 	tp.k8 = pk
+	return tp
+}
+
+// packQ32 computes the token pack of the sixteen-row kernels for T
+// tokens of nb blocks: q32OffsAVX2's offsets with multiplier mul (eight
+// words per block) for Q4_0 and Q5_0, float(S) (one per block) for Q4_1
+// and Q5_1 (mul 0).
+func packQ32(mul, nb, T int, qx []*QVec) *tokenPack {
+	tp := tokenPacks.Get().(*tokenPack)
+	w := nb
+	if mul != 0 {
+		w = 8 * nb
+	}
+	if cap(tp.q32) < T*w {
+		tp.q32 = make([]int32, T*w)
+	}
+	tp.q32, tp.q32Words = tp.q32[:T*w], w
+	for t, v := range qx[:T] {
+		o := tp.q32[t*w : (t+1)*w]
+		if mul != 0 {
+			_ = v.Q[nb*32-1]
+			q32OffsAVX2(&v.Q[0], nb, &o[0], mul)
+			continue
+		}
+		for b, s := range v.S[:nb] {
+			o[b] = int32(math.Float32bits(float32(s)))
+		}
+	}
 	return tp
 }
 
@@ -156,7 +193,9 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tok
 	case gguf.Q4_K:
 		return m.mulQ4K(r0, r1, out, T, qx, tp)
 	case gguf.Q4_0:
-		return m.mulQ4_0(r0, r1, out, T, qx)
+		return m.mulQ4_0(r0, r1, out, T, qx, tp)
+	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
+		return m.mulQ32(r0, r1, out, T, qx, tp)
 	}
 	return 0
 }
@@ -165,8 +204,136 @@ func (m *Matrix) mulQ8_0(r0, r1 int, out []float32, T int, qx []*QVec) int {
 	return m.mulPairs(r0, r1, out, T, qx, mulQ8_0x2x4AVX2)
 }
 
-func (m *Matrix) mulQ4_0(r0, r1 int, out []float32, T int, qx []*QVec) int {
+// mulQ4_0 runs the sixteen-row kernel where the CPU has AVX-512 (tp
+// then holds its token pack), else the two-row × four-token AVX2 one.
+func (m *Matrix) mulQ4_0(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
+	if k := m.mulQ32(r0, r1, out, T, qx, tp); k > 0 {
+		return k
+	}
 	return m.mulPairs(r0, r1, out, T, qx, mulQ4_0x2x4AVX2)
+}
+
+// q32Rows tells q32Pack16AVX512 where a tile's sixteen rows lie (byte
+// offsets from the first, as int64 for the row loads and int32 for the
+// gathers; a tile of fewer repeats its last row) and the layout of the
+// type's blocks (q32Layout: the first four fields) with the packed
+// block's size.
+type q32Rows struct {
+	off    [16]int64
+	off32  [16]int32
+	bsize  int64
+	qs     int64
+	qh     int64
+	hasMin int64
+	stride int64
+}
+
+// q32Layout is a 32-value type's block as the sixteen-row kernels see
+// it: its size, the offsets of the nibbles and of qh (−1: none), whether
+// m follows d (1) or not (0), and the multiplier of the activation sums
+// that start the integer sums (8 for Q4_0's q − 8, 16 for Q5_0's q − 16,
+// 0 for the types with a minimum).
+type q32Layout struct{ bsize, qs, qh, hasMin, mul int }
+
+func q32LayoutOf(t gguf.TensorType) (q32Layout, bool) {
+	switch t {
+	case gguf.Q4_0:
+		return q32Layout{18, 2, -1, 0, 8}, true
+	case gguf.Q5_0:
+		return q32Layout{22, 6, 2, 0, 16}, true
+	case gguf.Q4_1:
+		return q32Layout{20, 4, -1, 1, 0}, true
+	case gguf.Q5_1:
+		return q32Layout{24, 8, 4, 1, 0}, true
+	}
+	return q32Layout{}, false
+}
+
+// mmQ32Args is what the sixteen-row kernels read for their three tokens:
+// quants, scales, the token pack's offsets or float(S) and the output
+// position of the tile's first row. A group of fewer than three repeats
+// its last token: the repeat writes the same values to the same place.
+type mmQ32Args struct {
+	q   [3]*int8
+	d   [3]*float32
+	o   [3]*int32
+	out [3]*float32
+}
+
+// q32Tile is a worker's packing of a tile's rows, kept for the next
+// tile; buf has 64 bytes to spare to align it.
+type q32Tile struct{ buf []byte }
+
+var q32Tiles = sync.Pool{New: func() any { return new(q32Tile) }}
+
+// q32OffsAVX2 sets o[8b+k] to −mul times the sum of quants 4k to 4k+3 of
+// block b, for nb blocks.
+//
+//go:noescape
+func q32OffsAVX2(q *int8, nb int, o *int32, mul int)
+
+// q32Pack16AVX512 packs nb blocks of the sixteen rows at w +
+// rows.off[i] into dst (rows.stride·nb bytes, 64-byte aligned) for the
+// sixteen-row kernels.
+//
+//go:noescape
+func q32Pack16AVX512(w *byte, rows *q32Rows, nb int, dst *byte)
+
+// mulQ32x16x3AVX512 computes the Q4_0 or Q5_0 rows packed at wt (nb
+// blocks) against the three tokens of a, storing row r of token t at
+// a.out[t][r] for the bits r set in mask.
+//
+//go:noescape
+func mulQ32x16x3AVX512(wt *byte, nb int, a *mmQ32Args, mask uint16)
+
+// mulQ32Mx16x3AVX512 is mulQ32x16x3AVX512 for Q4_1 and Q5_1 rows.
+//
+//go:noescape
+func mulQ32Mx16x3AVX512(wt *byte, nb int, a *mmQ32Args, mask uint16)
+
+// mulQ32 packs rows [r0, r1) (at most sixteen) of a Q4_0, Q4_1, Q5_0 or
+// Q5_1 matrix once and runs every token against them, three at a time,
+// returning T; 0 where the sixteen-row kernels do not apply.
+func (m *Matrix) mulQ32(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
+	nb := m.Cols / 32
+	n := r1 - r0
+	if !hasAVX512 || tp == nil || nb == 0 || len(tp.q32) != T*tp.q32Words || n <= 0 || n > 16 {
+		return 0
+	}
+	lay, _ := q32LayoutOf(m.Type)
+	rb := m.rowBytes
+	_ = m.Data[(r1-1)*rb+nb*lay.bsize-1]
+	_ = out[(T-1)*m.Rows+r1-1]
+	// The packed block: eight lane registers and d, then m.
+	rows := q32Rows{bsize: int64(lay.bsize), qs: int64(lay.qs), qh: int64(lay.qh), hasMin: int64(lay.hasMin), stride: 576 + 64*int64(lay.hasMin)}
+	for i := range rows.off {
+		off := min(i, n-1) * rb
+		rows.off[i], rows.off32[i] = int64(off), int32(off)
+	}
+	tile := q32Tiles.Get().(*q32Tile)
+	if need := nb*int(rows.stride) + 64; len(tile.buf) < need {
+		tile.buf = make([]byte, need)
+	}
+	wt := &tile.buf[int(-uintptr(unsafe.Pointer(&tile.buf[0]))&63)]
+	q32Pack16AVX512(&m.Data[r0*rb], &rows, nb, wt)
+	kernel := mulQ32x16x3AVX512
+	if lay.hasMin != 0 {
+		kernel = mulQ32Mx16x3AVX512
+	}
+	mask := uint16(1<<n - 1)
+	var a mmQ32Args
+	for t := 0; t < T; t += 3 {
+		for i := range 3 {
+			tk := min(t+i, T-1)
+			v := qx[tk]
+			_ = v.Q[nb*32-1]
+			_ = v.D[nb-1]
+			a.q[i], a.d[i], a.o[i], a.out[i] = &v.Q[0], &v.D[0], &tp.q32[tk*tp.q32Words], &out[tk*m.Rows+r0]
+		}
+		kernel(wt, nb, &a, mask)
+	}
+	q32Tiles.Put(tile)
+	return T
 }
 
 // mulPairs runs a two-row × four-token kernel over Q8_0-form

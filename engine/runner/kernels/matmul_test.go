@@ -87,6 +87,70 @@ func testMatMulKernels(t *testing.T) {
 	}
 }
 
+// TestMatMulTokenGroups: for the types with multi-token kernels that
+// take every token of a tile (sixteen rows against groups of three
+// tokens), MatMul equals the per-token MatVec bit for bit for every
+// batch of 1 to 17 tokens and a few larger ones, row counts around the
+// sixteen-row tile (one, an odd few, a full tile, a tile and one, several
+// tiles and a part), blocks per row from one up, and one and two
+// workers; the kernel must take every token it is given.
+func TestMatMulTokenGroups(t *testing.T) { eachWidth(t, testMatMulTokenGroups) }
+
+func testMatMulTokenGroups(t *testing.T) {
+	r := rand.New(rand.NewPCG(55, 56))
+	defer func() { matMulKernels = true }()
+	matMulKernels = true
+	for _, typ := range []gguf.TensorType{gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1} {
+		for _, cols := range []int{32, 64, 96, 288} {
+			for _, rows := range []int{1, 3, 15, 16, 17, 50} {
+				enc, err := gguf.Encode(typ, randVec(r, rows*cols, 0.05))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := NewMatrix(typ, rows, cols, enc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, T := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 33} {
+					x := randVec(r, T*cols, 1)
+					qx := make([]*QVec, T)
+					for tok := range qx {
+						qx[tok] = m.NewActivation()
+						qx[tok].Quantize(x[tok*cols : (tok+1)*cols])
+					}
+					if hasAVX512 && T >= 2 {
+						tp := m.packTokens(T, qx)
+						k := m.mulTokens(0, min(rows, 16), make([]float32, T*rows), T, qx, tp)
+						tp.release()
+						if k != T {
+							t.Fatalf("%s rows=%d cols=%d T=%d: multi-token kernel took %d tokens", typ, rows, cols, T, k)
+						}
+					}
+					for _, workers := range []int{1, 2} {
+						p := NewPool(workers)
+						got := make([]float32, T*rows+1)
+						got[T*rows] = 42
+						MatMul(p, m, got[:T*rows], x, T, qx)
+						if got[T*rows] != 42 {
+							t.Fatalf("%s: wrote past the output", typ)
+						}
+						want := make([]float32, rows)
+						for tok := range T {
+							MatVec(p, m, want, x[tok*cols:(tok+1)*cols], qx[tok])
+							for i, w := range want {
+								if g := got[tok*rows+i]; math.Float32bits(g) != math.Float32bits(w) {
+									t.Fatalf("%s rows=%d cols=%d T=%d workers=%d token %d row %d: MatMul %v, MatVec %v", typ, rows, cols, T, workers, tok, i, g, w)
+								}
+							}
+						}
+						p.Close()
+					}
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkMatMulKernels times a 128-token MatMul over one 2048×2048
 // matrix with the multi-token kernels on and off (activation already
 // quantised), one worker: the compute the kernels save.
@@ -97,7 +161,7 @@ func BenchmarkMatMulKernels(b *testing.B) {
 	p := NewPool(1)
 	defer p.Close()
 	defer func() { matMulKernels = true }()
-	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
+	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		enc, err := gguf.Encode(typ, randVec(r, rows*cols, 0.02))
 		if err != nil {
 			b.Fatal(err)
