@@ -96,8 +96,11 @@ func (v *QVec) Quantize(x []float32) {
 	}
 }
 
-func (v *QVec) quantize32(x []float32) {
-	for b := range v.D {
+// quantize32Generic quantises the blocks of the 32-value form from
+// block from on: the scale maps the block's largest magnitude to 127,
+// each value rounds half away from zero.
+func (v *QVec) quantize32Generic(x []float32, from int) {
+	for b := from; b < len(v.D); b++ {
 		blk := (*[32]float32)(x[b*32:])
 		var amax float32
 		for _, f := range blk {
@@ -132,11 +135,11 @@ func (v *QVec) quantize32(x []float32) {
 	}
 }
 
-// quantizeK is ggml's quantize_row_q8_K_ref: the value of largest
-// magnitude maps to −127 (so the scale carries its sign), the others
-// round to nearest, ties to even, capped at 127.
-func (v *QVec) quantizeK(x []float32) {
-	for b := range v.DK {
+// quantizeKGeneric is ggml's quantize_row_q8_K_ref, from block from
+// on: the value of largest magnitude maps to −127 (so the scale carries
+// its sign), the others round to nearest, ties to even, capped at 127.
+func (v *QVec) quantizeKGeneric(x []float32, from int) {
+	for b := from; b < len(v.DK); b++ {
 		blk := (*[qkK]float32)(x[b*qkK:])
 		q := (*[qkK]int8)(v.QK[b*qkK:])
 		bs := (*[qkK / 16]int16)(v.BS[b*(qkK/16):])
