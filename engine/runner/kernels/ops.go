@@ -49,11 +49,13 @@ func Softmax(x []float32) {
 	for _, v := range x[1:] {
 		m = max(m, v)
 	}
-	var sum float64
 	for i, v := range x {
-		e := math.Exp(float64(v - m))
-		x[i] = float32(e)
-		sum += e
+		x[i] = v - m
+	}
+	expF32(x, x)
+	var sum float64
+	for _, e := range x {
+		sum += float64(e)
 	}
 	inv := float32(1 / sum)
 	for i := range x {
@@ -61,12 +63,23 @@ func Softmax(x []float32) {
 	}
 }
 
-// SiLUMul writes silu(g) ⊙ u to out.
+// SiLUMul writes silu(g) ⊙ u to out (which may be g): g/(1+e^−g)·u,
+// the exponential in vector chunks.
 func SiLUMul(out, g, u []float32) {
 	u = u[:len(g)]
 	out = out[:len(g)]
-	for i, v := range g {
-		out[i] = v / (1 + float32(math.Exp(float64(-v)))) * u[i]
+	var e [256]float32
+	for lo := 0; lo < len(g); lo += len(e) {
+		gc := g[lo:min(lo+len(e), len(g))]
+		ec := e[:len(gc)]
+		for i, v := range gc {
+			ec[i] = -v
+		}
+		expF32(ec, ec)
+		uc, oc := u[lo:lo+len(gc)], out[lo:lo+len(gc)]
+		for i, v := range gc {
+			oc[i] = v / (1 + ec[i]) * uc[i]
+		}
 	}
 }
 
