@@ -8,14 +8,15 @@ import (
 	"meshd/engine/runner/kernels"
 )
 
-// batch is the scratch space of one prompt chunk: every activation as a
-// matrix of n rows, one per token.
+// batch is the scratch space of rows that go through the layers together
+// (a prompt chunk's tokens, or one token of each of a Decoder's states):
+// every activation as a matrix of n rows.
 type batch struct {
 	n                  int
-	x, xb, xb2, q, att []float32 // n·Dim
-	hb, hb2            []float32 // n·FF
-	qDim, qFF          []*kernels.QVec
-	cos, sin           []float32 // n·NRot/2
+	x, xb, xb2, q, att []float32       // n·Dim
+	hb, hb2            []float32       // n·FF
+	qDim, qFF          []*kernels.QVec // per row; nil where no reader is quantised
+	cos, sin           []float32       // n·NRot/2
 	attn               batchAttention
 }
 
@@ -40,33 +41,32 @@ func (a *batchAttention) Range(lo, hi int) {
 	}
 }
 
-func (s *State) batchScratch() *batch {
-	if s.b != nil {
-		return s.b
-	}
-	m := s.m
-	n := max(1, min(s.chunk, s.nCtx))
+// newBatch allocates the scratch of n rows.
+func (m *Model) newBatch(n int) *batch {
 	b := &batch{n: n,
 		x: make([]float32, n*m.Dim), xb: make([]float32, n*m.Dim), xb2: make([]float32, n*m.Dim),
 		q: make([]float32, n*m.Dim), att: make([]float32, n*m.Dim),
 		hb: make([]float32, n*m.FF), hb2: make([]float32, n*m.FF),
 		cos: make([]float32, n*m.NRot/2), sin: make([]float32, n*m.NRot/2),
 	}
-	if s.qDim != nil || s.qFF != nil {
-		b.qDim, b.qFF = make([]*kernels.QVec, n), make([]*kernels.QVec, n)
-		for i := range n {
-			b.qDim[i], b.qFF[i] = m.newActivations()
+	for range n {
+		d, f := m.newActivations()
+		if d != nil {
+			b.qDim = append(b.qDim, d)
 		}
-		if s.qDim == nil {
-			b.qDim = nil
-		}
-		if s.qFF == nil {
-			b.qFF = nil
+		if f != nil {
+			b.qFF = append(b.qFF, f)
 		}
 	}
-	b.attn.s = s
-	s.b = b
 	return b
+}
+
+func (s *State) batchScratch() *batch {
+	if s.b == nil {
+		s.b = s.m.newBatch(max(1, min(s.chunk, s.nCtx)))
+		s.b.attn.s = s
+	}
+	return s.b
 }
 
 // EvalBatch runs tokens at the next positions, a chunk of prompt tokens
@@ -126,12 +126,106 @@ func (s *State) run(ctx context.Context, tokens []int, logits bool, hidden func(
 }
 
 // rows runs fn(t) for t in [0, T) over the pool.
-func (s *State) rows(T int, fn func(t int)) {
-	s.pool.For(T, 1, func(lo, hi int) {
+func rows(p *kernels.Pool, T int, fn func(t int)) {
+	p.For(T, 1, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			fn(t)
 		}
 	})
+}
+
+// The layer steps below are shared by a prompt chunk and a Decoder's
+// step, which differ only in where each row's keys and values go and
+// which cached positions each row attends to. Each works on the first T
+// rows and applies, row by row, the operations Eval applies to its one
+// token, so that a row's arithmetic is Eval's.
+
+// embed sets row t of x to token toks[t]'s embedding and of cos and sin
+// to the rope angles of position pos(t).
+func (b *batch) embed(m *Model, toks []int, pos func(t int) int) error {
+	D, half := m.Dim, m.NRot/2
+	for t, tok := range toks {
+		if err := m.embd.Row(tok, b.x[t*D:(t+1)*D]); err != nil {
+			return fmt.Errorf("llama: embedding of token %d: %w", tok, err)
+		}
+		m.ropeAngles(pos(t), b.cos[t*half:(t+1)*half], b.sin[t*half:(t+1)*half])
+	}
+	return nil
+}
+
+// normQ sets row t of xb to rms(x_t)·w and quantises it.
+func (b *batch) normQ(p *kernels.Pool, m *Model, T int, w []float32) {
+	D := m.Dim
+	rows(p, T, func(t int) {
+		kernels.RMSNorm(b.xb[t*D:(t+1)*D], b.x[t*D:(t+1)*D], w, m.Eps)
+		if b.qDim != nil {
+			b.qDim[t].Quantize(b.xb[t*D : (t+1)*D])
+		}
+	})
+}
+
+// qkv normalises the rows for attention and projects them: queries into
+// q, keys and values into k and v (T rows of KVHeads·HeadDim each), with
+// the layer's biases and rope applied.
+func (b *batch) qkv(p *kernels.Pool, m *Model, l *layer, T int, k, v []float32) {
+	D, kvDim, half := m.Dim, m.KVHeads*m.HeadDim, m.NRot/2
+	b.normQ(p, m, T, l.attnNorm)
+	qD := b.qD(T)
+	kernels.MatMul(p, l.q, b.q[:T*D], b.xb[:T*D], T, qD)
+	kernels.MatMul(p, l.k, k, b.xb[:T*D], T, qD)
+	kernels.MatMul(p, l.v, v, b.xb[:T*D], T, qD)
+	rows(p, T, func(t int) {
+		qt, kt, vt := b.q[t*D:(t+1)*D], k[t*kvDim:(t+1)*kvDim], v[t*kvDim:(t+1)*kvDim]
+		addBias(qt, l.bq)
+		addBias(kt, l.bk)
+		addBias(vt, l.bv)
+		cs, sn := b.cos[t*half:(t+1)*half], b.sin[t*half:(t+1)*half]
+		m.rope(qt, cs, sn)
+		m.rope(kt, cs, sn)
+	})
+}
+
+// rest is the layer after attention has filled att: the output
+// projection with its bias added to x, then the feed-forward block,
+// x += down(silu(gate(rms(x))) · up(rms(x))).
+func (b *batch) rest(p *kernels.Pool, m *Model, l *layer, T int) {
+	D, F := m.Dim, m.FF
+	x, xb, xb2, att := b.x[:T*D], b.xb[:T*D], b.xb2[:T*D], b.att[:T*D]
+	hb, hb2 := b.hb[:T*F], b.hb2[:T*F]
+	qD := b.qD(T)
+	if qD != nil {
+		rows(p, T, func(t int) { qD[t].Quantize(att[t*D : (t+1)*D]) })
+	}
+	kernels.MatMul(p, l.o, xb2, att, T, qD)
+	rows(p, T, func(t int) {
+		addBias(xb2[t*D:(t+1)*D], l.bo)
+		kernels.Add(x[t*D:(t+1)*D], xb2[t*D:(t+1)*D])
+	})
+
+	b.normQ(p, m, T, l.ffnNorm)
+	kernels.MatMul(p, l.gate, hb, xb, T, qD)
+	kernels.MatMul(p, l.up, hb2, xb, T, qD)
+	var qF []*kernels.QVec
+	if b.qFF != nil {
+		qF = b.qFF[:T]
+	}
+	rows(p, T, func(t int) {
+		h := hb[t*F : (t+1)*F]
+		kernels.SiLUMul(h, h, hb2[t*F:(t+1)*F])
+		if qF != nil {
+			qF[t].Quantize(h)
+		}
+	})
+	kernels.MatMul(p, l.down, xb2, hb, T, qF)
+	kernels.Add(x, xb2)
+}
+
+// qD is the quantised Dim-long activations of the first T rows (nil: none).
+func (b *batch) qD(T int) []*kernels.QVec {
+	if b.qDim == nil {
+		return nil
+	}
+	return b.qDim[:T]
 }
 
 // forward runs one chunk at positions len(s.tokens)… through the layers,
@@ -139,84 +233,29 @@ func (s *State) rows(T int, fn func(t int)) {
 // b.xb when hidden is set and the last row's logits in s.logits when
 // logits is set.
 func (s *State) forward(ctx context.Context, toks []int, logits, hidden bool) error {
-	m, b := s.m, s.b
-	T, D, F := len(toks), m.Dim, m.FF
+	m, b, p := s.m, s.b, s.pool
+	T, D := len(toks), m.Dim
 	pos0 := len(s.tokens)
 	kvDim := m.KVHeads * m.HeadDim
-	half := m.NRot / 2
-	for t, tok := range toks {
-		if err := m.embd.Row(tok, b.x[t*D:(t+1)*D]); err != nil {
-			return fmt.Errorf("llama: embedding of token %d: %w", tok, err)
-		}
-		m.ropeAngles(pos0+t, b.cos[t*half:(t+1)*half], b.sin[t*half:(t+1)*half])
-	}
-	x, xb, xb2, q, att := b.x[:T*D], b.xb[:T*D], b.xb2[:T*D], b.q[:T*D], b.att[:T*D]
-	hb, hb2 := b.hb[:T*F], b.hb2[:T*F]
-	var qD, qF []*kernels.QVec
-	if b.qDim != nil {
-		qD = b.qDim[:T]
-	}
-	if b.qFF != nil {
-		qF = b.qFF[:T]
-	}
-	// normQ sets xb = rms(x)·w per row and quantises it.
-	normQ := func(w []float32) {
-		s.rows(T, func(t int) {
-			kernels.RMSNorm(xb[t*D:(t+1)*D], x[t*D:(t+1)*D], w, m.Eps)
-			if qD != nil {
-				qD[t].Quantize(xb[t*D : (t+1)*D])
-			}
-		})
+	if err := b.embed(m, toks, func(t int) int { return pos0 + t }); err != nil {
+		return err
 	}
 	for li := range m.layers {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		l := &m.layers[li]
-		kc := s.k[li][pos0*kvDim : (pos0+T)*kvDim]
-		vc := s.v[li][pos0*kvDim : (pos0+T)*kvDim]
-		normQ(l.attnNorm)
-		kernels.MatMul(s.pool, l.q, q, xb, T, qD)
-		kernels.MatMul(s.pool, l.k, kc, xb, T, qD)
-		kernels.MatMul(s.pool, l.v, vc, xb, T, qD)
-		s.rows(T, func(t int) {
-			qt, kt, vt := q[t*D:(t+1)*D], kc[t*kvDim:(t+1)*kvDim], vc[t*kvDim:(t+1)*kvDim]
-			addBias(qt, l.bq)
-			addBias(kt, l.bk)
-			addBias(vt, l.bv)
-			cs, sn := b.cos[t*half:(t+1)*half], b.sin[t*half:(t+1)*half]
-			m.rope(qt, cs, sn)
-			m.rope(kt, cs, sn)
-		})
+		// The chunk's keys and values go straight to their cache rows.
+		b.qkv(p, m, l, T, s.k[li][pos0*kvDim:(pos0+T)*kvDim], s.v[li][pos0*kvDim:(pos0+T)*kvDim])
 		b.attn.k, b.attn.v, b.attn.pos0, b.attn.T = s.k[li], s.v[li], pos0, T
-		s.pool.Run(m.Heads, 1, &b.attn)
-		if qD != nil {
-			s.rows(T, func(t int) { qD[t].Quantize(att[t*D : (t+1)*D]) })
-		}
-		kernels.MatMul(s.pool, l.o, xb2, att, T, qD)
-		s.rows(T, func(t int) {
-			addBias(xb2[t*D:(t+1)*D], l.bo)
-			kernels.Add(x[t*D:(t+1)*D], xb2[t*D:(t+1)*D])
-		})
-
-		normQ(l.ffnNorm)
-		kernels.MatMul(s.pool, l.gate, hb, xb, T, qD)
-		kernels.MatMul(s.pool, l.up, hb2, xb, T, qD)
-		s.rows(T, func(t int) {
-			h := hb[t*F : (t+1)*F]
-			kernels.SiLUMul(h, h, hb2[t*F:(t+1)*F])
-			if qF != nil {
-				qF[t].Quantize(h)
-			}
-		})
-		kernels.MatMul(s.pool, l.down, xb2, hb, T, qF)
-		kernels.Add(x, xb2)
+		p.Run(m.Heads, 1, &b.attn)
+		b.rest(p, m, l, T)
 	}
 	if hidden {
-		s.rows(T, func(t int) { kernels.RMSNorm(xb[t*D:(t+1)*D], x[t*D:(t+1)*D], m.outNorm, m.Eps) })
+		rows(p, T, func(t int) { kernels.RMSNorm(b.xb[t*D:(t+1)*D], b.x[t*D:(t+1)*D], m.outNorm, m.Eps) })
 	}
 	if logits {
-		kernels.RMSNorm(s.xb, x[(T-1)*D:], m.outNorm, m.Eps)
+		kernels.RMSNorm(s.xb, b.x[(T-1)*D:T*D], m.outNorm, m.Eps)
 		s.quantize(s.qDim, s.xb)
 		s.matVec(m.output, s.logits, s.xb, s.qDim)
 	}

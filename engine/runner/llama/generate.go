@@ -24,6 +24,11 @@ type Request struct {
 	// StopAt, if set, is asked after each generated token whether the
 	// output so far ends the completion (a stop word).
 	StopAt func(generated []int) bool
+	// Decode, if set, runs each decode step in place of the state's Eval:
+	// it must evaluate tok at the state's next position and return the
+	// state's logits as Eval does. A server whose states share decode
+	// steps (Decoder) routes them through it.
+	Decode func(ctx context.Context, tok int) ([]float32, error)
 }
 
 // StopType says why generation ended, in llama-server's words.
@@ -85,6 +90,10 @@ func (s *State) Generate(ctx context.Context, req Request) (Result, error) {
 	res.PromptN = len(req.Prompt) - n
 	res.PromptDur = time.Since(start)
 	start = time.Now()
+	decode := req.Decode
+	if decode == nil {
+		decode = func(_ context.Context, tok int) ([]float32, error) { return s.Eval(tok) }
+	}
 	sampler := NewSampler(req.Sampling)
 	res.Stop = StopLimit
 	for req.NPredict < 0 || len(res.Tokens) < req.NPredict {
@@ -107,7 +116,7 @@ func (s *State) Generate(ctx context.Context, req Request) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if logits, err = s.Eval(tok); err != nil {
+		if logits, err = decode(ctx, tok); err != nil {
 			return res, err
 		}
 	}

@@ -338,14 +338,16 @@ func (s *Server) generate(ctx context.Context, p genParams, onText func(delta st
 	var pending []int
 	var started time.Time
 	timeLimit := false
+	sq := s.decoder.join(sl.state, sl.id)
+	defer sq.leave() // after a panic too; leaving twice is harmless
 	greq := llama.Request{Prompt: p.prompt, NPredict: p.nPredict, CachePrompt: p.cachePrompt,
-		IgnoreEOS: p.ignoreEOS, Sampling: p.samp}
+		IgnoreEOS: p.ignoreEOS, Sampling: p.samp, Decode: sq.eval}
 	greq.StopAt = func(gen []int) bool {
 		id := gen[len(gen)-1]
 		delta, stopped := tr.add(tok.Piece(id))
 		pending = append(pending, id)
 		if s.hooks.token != nil {
-			s.hooks.token(ctx, len(gen))
+			s.hooks.token(ctx, sl.id, len(gen))
 		}
 		if onText != nil && delta != "" {
 			if err := onText(delta, pending, sl.id); err != nil {
@@ -368,8 +370,11 @@ func (s *Server) generate(ctx context.Context, p genParams, onText func(delta st
 		return false
 	}
 	res, err := sl.state.Generate(ctx, greq)
+	// At once, not when the answer is written: no step waits for a
+	// sequence that has ended.
+	sq.leave()
 	if s.hooks.done != nil {
-		s.hooks.done(err, len(res.Tokens))
+		s.hooks.done(sl.id, err, len(res.Tokens))
 	}
 	out := genResult{res: res, stopType: string(res.Stop), stopWord: tr.word, timeLimit: timeLimit,
 		slotID: sl.id, cached: len(sl.state.Tokens())}

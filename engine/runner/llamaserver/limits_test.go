@@ -379,13 +379,13 @@ func TestClientDisconnectCancelsGeneration(t *testing.T) {
 	done := make(chan outcome, 1)
 	f, ts, _ := newServerN(t, 1, 64, func(s *Server) {
 		var once sync.Once
-		s.hooks.token = func(ctx context.Context, n int) {
+		s.hooks.token = func(ctx context.Context, _, n int) {
 			once.Do(func() {
 				close(started)
 				<-ctx.Done() // hold generation until the server sees the client leave
 			})
 		}
-		s.hooks.done = func(err error, n int) { done <- outcome{err, n} }
+		s.hooks.done = func(_ int, err error, n int) { done <- outcome{err, n} }
 	})
 	f.readyForTest(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -11,7 +11,10 @@
 // spells more bytes than the longest vocabulary entry), then tokenized and
 // checked exactly, all before the request queues for a slot. Each slot is
 // its own llama.State (its own KV cache) over the shared weights and the
-// shared kernel pool, whose loops take turns.
+// shared kernel pool, whose loops take turns. The slots that are
+// generating at once share decode steps (decoder): one step evaluates the
+// next token of each, reading the weights once for all of them, and each
+// gets the logits it would have got alone, bit for bit.
 //
 // An embedding-only encoder (a BERT model, installed with ReadyEncoder)
 // serves /embedding, /v1/embeddings, /tokenize, /detokenize, /health and
@@ -68,7 +71,8 @@ type Server struct {
 	nCtx        int // positions per slot
 	maxTokBytes int // the most input bytes one token can stand for
 	chatTpl     *chat.Template
-	chatErr     error // why ChatTemplate did not compile
+	chatErr     error    // why ChatTemplate did not compile
+	decoder     *decoder // nil for an encoder
 	hooks       hooks
 }
 
@@ -82,13 +86,26 @@ type hooks struct {
 	queued func()
 	// acquired runs when a request has taken slot id.
 	acquired func(ctx context.Context, id int)
-	// token runs after each generated token with the count so far.
-	token func(ctx context.Context, n int)
-	// done runs when a generation ends, with its error (nil when it
-	// finished) and the number of tokens generated.
-	done func(err error, n int)
+	// token runs after each generated token on slot with the count so far.
+	token func(ctx context.Context, slot, n int)
+	// done runs when the generation on slot ends, with its error (nil
+	// when it finished) and the number of tokens generated.
+	done func(slot int, err error, n int)
 	// now replaces time.Now for generation deadlines.
 	now func() time.Time
+
+	// decodeQueued runs when the generation on slot has queued its n-th
+	// token for a decode step.
+	decodeQueued func(slot, n int)
+	// gather runs when a decode step is about to take the queue: holding
+	// it lets more sequences join the step.
+	gather func()
+	// step runs when a decode step has taken its n sequences, before it
+	// evaluates them.
+	step func(n int)
+	// patience, if positive, replaces how long a decode step waits for
+	// the sequences of the step before it.
+	patience time.Duration
 }
 
 func (s *Server) now() time.Time {
@@ -112,7 +129,9 @@ type modelInfo struct {
 
 // Ready installs the loaded model and one state per slot (each with its
 // own KV cache of the same size) and starts serving. It must be called
-// once, with at least one state.
+// once, with at least one state. The states are meant to share one
+// kernel pool: the decode steps that slots share run on the first
+// state's.
 func (s *Server) Ready(m *llama.Model, slots ...*llama.State) {
 	if len(slots) == 0 {
 		panic("llamaserver: Ready needs at least one slot")
@@ -121,6 +140,7 @@ func (s *Server) Ready(m *llama.Model, slots ...*llama.State) {
 	for i, st := range slots {
 		sl[i] = &slot{id: i, state: st, emb: st, ctx: st.Ctx()}
 	}
+	s.decoder = newDecoder(m.NewDecoder(slots[0].Pool()), &s.hooks)
 	s.ready0(modelInfo{tok: m.Tok, name: m.Name, vocab: m.Vocab, ctxTrain: m.CtxTrain, dim: m.Dim, lay: m.Layers,
 		poolNone: m.Pooling == llama.PoolNone}, sl)
 }
@@ -271,7 +291,14 @@ func (s *Server) loaded(w http.ResponseWriter) bool {
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if s.loaded(w) {
 		idle, busy := s.slots.counts()
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_idle": idle, "slots_processing": busy})
+		h := map[string]any{"status": "ok", "slots_idle": idle, "slots_processing": busy}
+		if d := s.decoder; d != nil {
+			// Decode steps run, those shared by several generating slots,
+			// and the tokens they decoded: tokens per step is the mean
+			// number of slots a step served.
+			h["decode_steps"], h["decode_steps_batched"], h["decode_tokens"] = d.steps.Load(), d.batched.Load(), d.tokens.Load()
+		}
+		writeJSON(w, http.StatusOK, h)
 	}
 }
 

@@ -32,8 +32,13 @@ func newServer(t *testing.T) (fixture, *httptest.Server, *llama.Model) {
 // one pool; configure, if not nil, adjusts the server before it serves.
 func newServerN(t *testing.T, slots, nCtx int, configure func(*Server)) (fixture, *httptest.Server, *llama.Model) {
 	t.Helper()
+	return newServerShape(t, gguf.Shape{Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FF: 96, Vocab: 400, Ctx: 128, Type: gguf.Q8_0}, slots, nCtx, configure)
+}
+
+// newServerShape is newServerN over a synthetic model of another shape.
+func newServerShape(t *testing.T, shape gguf.Shape, slots, nCtx int, configure func(*Server)) (fixture, *httptest.Server, *llama.Model) {
+	t.Helper()
 	var buf bytes.Buffer
-	shape := gguf.Shape{Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FF: 96, Vocab: 400, Ctx: 128, Type: gguf.Q8_0}
 	if err := gguf.Synth(&buf, shape, 5); err != nil {
 		t.Fatal(err)
 	}
