@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // Row kernels with AVX-512 (F, BW, VL, VNNI and GFNI): Q4_K, Q5_K and
 // Q6_K here, Q4_0 at the end of the file.
@@ -163,19 +164,6 @@ DATA kperm6<>+232(SB)/8, $0x1d1d1d1d1d1d1d1d
 DATA kperm6<>+240(SB)/8, $0x1e1e1e1e1e1e1e1e
 DATA kperm6<>+248(SB)/8, $0x1f1f1f1f1f1f1f1f
 GLOBL kperm6<>(SB), RODATA|NOPTR, $256
-
-// KROWS sets R10-R13 to the next group's rows: four consecutive rows,
-// or, with fewer than four left, four times the next row.
-#define KROWS \
-	MOVQ SI, R10 \
-	MOVQ SI, R11 \
-	MOVQ SI, R12 \
-	MOVQ SI, R13 \
-	CMPQ CX, $4 \
-	JLT  4(PC) \
-	LEAQ (SI)(BX*1), R11 \
-	LEAQ (SI)(BX*2), R12 \
-	LEAQ (R11)(BX*2), R13
 
 // KSTART loads the activation pointers and zeroes the sums.
 #define KSTART \
@@ -368,7 +356,7 @@ TEXT ·dotQ4KRowsAVX512(SB), NOSPLIT, $0-64
 	KCONSTS(kpermk)
 
 q4kgroup:
-	KROWS
+	ROWS4
 	KSTART
 
 q4kblock:
@@ -432,7 +420,7 @@ TEXT ·dotQ5KRowsAVX512(SB), NOSPLIT, $0-64
 	VPSLLQ    $6, Z16, Z19
 
 q5kgroup:
-	KROWS
+	ROWS4
 	KSTART
 
 q5kblock:
@@ -552,7 +540,7 @@ TEXT ·dotQ6KRowsAVX512(SB), NOSPLIT, $0-64
 	VPSLLQ       $4, Z18, Z19
 
 q6kgroup:
-	KROWS
+	ROWS4
 	KSTART
 
 q6kblock:
@@ -706,7 +694,7 @@ TEXT ·dotQ4_0RowsAVX512(SB), NOSPLIT, $128-56
 	VMOVDQU64    q40perm<>+64(SB), Z27
 
 q40group:
-	KROWS
+	ROWS4
 	MOVQ   q+24(FP), DI
 	MOVQ   d+32(FP), DX
 	MOVQ   nb+40(FP), AX

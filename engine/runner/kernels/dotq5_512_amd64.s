@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // Q4_1, Q5_0 and Q5_1 rows with AVX-512, four rows per pass, with the
 // arithmetic of the AVX2 kernels of dotq5_amd64.s lane for lane, so the
@@ -176,19 +177,6 @@ DATA q51idx<>+264(SB)/8, $0x00003c3024180c00
 DATA q51idx<>+272(SB)/8, $0x1509000000000000
 DATA q51idx<>+280(SB)/8, $0x1408000000000000
 GLOBL q51idx<>(SB), RODATA|NOPTR, $288
-
-// Q5ROWS sets R10-R13 to the next group's rows: four consecutive rows,
-// or, with fewer than four left, four times the next row.
-#define Q5ROWS \
-	MOVQ SI, R10 \
-	MOVQ SI, R11 \
-	MOVQ SI, R12 \
-	MOVQ SI, R13 \
-	CMPQ CX, $4 \
-	JLT  4(PC) \
-	LEAQ (SI)(BX*1), R11 \
-	LEAQ (SI)(BX*2), R12 \
-	LEAQ (R11)(BX*2), R13
 
 // Q5START zeroes the offsets and the sums and sets SI to the last
 // chunk's AX, the flags by its sign (negative: no whole chunk).
@@ -418,7 +406,7 @@ TEXT ·dotQ4_1RowsAVX512(SB), NOSPLIT, $320-64
 	KMOVW     AX, K2
 
 q41group:
-	Q5ROWS
+	ROWS4
 	Q5START
 	JLT q41single
 	MINPREPA(0, 0, 96)
@@ -538,7 +526,7 @@ TEXT ·dotQ5_1RowsAVX512(SB), NOSPLIT, $320-64
 	KMOVW     AX, K2
 
 q51group:
-	Q5ROWS
+	ROWS4
 	Q5START
 	JLT q51single
 	MINPREPA(0, 0, 128)
@@ -676,7 +664,7 @@ TEXT ·dotQ5_0RowsAVX512(SB), NOSPLIT, $256-64
 	KMOVW        AX, K2
 
 q50group:
-	Q5ROWS
+	ROWS4
 	Q5START
 	JLT q50single
 	Q50PREP(0, 0, 0)
