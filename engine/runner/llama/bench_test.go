@@ -163,6 +163,20 @@ var benchShape = gguf.Shape{Layers: 8, Dim: 2048, Heads: 32, KVHeads: 4, FF: 563
 // benchModel builds the benchmark model in type typ: gguf.Synth where it
 // writes the type, else the Q8_0 model re-encoded with gguf.Encode. The
 // reason is returned instead when the type cannot be built or run.
+// lazyQ8 returns benchModel's Q8_0 source: the Q8_0 bench model's file,
+// synthesised on the first call only.
+func lazyQ8(b *testing.B) func() *gguf.File {
+	var q8 *gguf.File
+	return func() *gguf.File {
+		if q8 == nil {
+			s := benchShape
+			s.Type = gguf.Q8_0
+			q8 = synthFile(b, s, 1)
+		}
+		return q8
+	}
+}
+
 func benchModel(b *testing.B, typ gguf.TensorType, q8 func() *gguf.File) (*Model, string) {
 	probe := make([]float32, 256)
 	if _, err := kernels.NewMatrix(typ, 1, 256, make([]byte, typ.RowBytes(256))); err != nil {
@@ -279,15 +293,7 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 	for i := range buf {
 		buf[i] = uint64(i)
 	}
-	var q8 *gguf.File
-	q8File := func() *gguf.File {
-		if q8 == nil {
-			s := benchShape
-			s.Type = gguf.Q8_0
-			q8 = synthFile(b, s, 1)
-		}
-		return q8
-	}
+	q8File := lazyQ8(b)
 	var table []string
 	for _, typ := range []gguf.TensorType{gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		b.Run(typ.String(), func(b *testing.B) {

@@ -29,15 +29,7 @@ import (
 // over all of them (the ratio is the median of each repetition's own).
 func BenchmarkDecodeMulti(b *testing.B) {
 	const nStates, steps, reps, promptN = 4, 8, 5, 16
-	var q8 *gguf.File
-	q8File := func() *gguf.File {
-		if q8 == nil {
-			s := benchShape
-			s.Type = gguf.Q8_0
-			q8 = synthFile(b, s, 1)
-		}
-		return q8
-	}
+	q8File := lazyQ8(b)
 	var table []string
 	for _, typ := range []gguf.TensorType{gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_K} {
 		b.Run(typ.String(), func(b *testing.B) {
