@@ -22,6 +22,11 @@ DATA expc<>+48(SB)/4, $0x3f800000 // 1
 DATA expc<>+52(SB)/4, $127
 GLOBL expc<>(SB), RODATA|NOPTR, $56
 
+// EXPSTEP adds the polynomial coefficient at expc+off to Y5.
+#define EXPSTEP(off) \
+	VBROADCASTSS expc<>+off(SB), Y6 \
+	VADDPS       Y6, Y5, Y5
+
 // func expF32AVX2(dst, src *float32, n int)
 // n is a multiple of 8.
 TEXT ·expF32AVX2(SB), NOSPLIT, $0-24
@@ -54,20 +59,15 @@ exploop:
 	VMULPS  Y1, Y1, Y4         // z
 	VBROADCASTSS expc<>+24(SB), Y5
 	VMULPS  Y1, Y5, Y5         // P0·x
-	VBROADCASTSS expc<>+28(SB), Y6
-	VADDPS  Y6, Y5, Y5
+	EXPSTEP(28)
 	VMULPS  Y1, Y5, Y5
-	VBROADCASTSS expc<>+32(SB), Y6
-	VADDPS  Y6, Y5, Y5
+	EXPSTEP(32)
 	VMULPS  Y1, Y5, Y5
-	VBROADCASTSS expc<>+36(SB), Y6
-	VADDPS  Y6, Y5, Y5
+	EXPSTEP(36)
 	VMULPS  Y1, Y5, Y5
-	VBROADCASTSS expc<>+40(SB), Y6
-	VADDPS  Y6, Y5, Y5
+	EXPSTEP(40)
 	VMULPS  Y1, Y5, Y5
-	VBROADCASTSS expc<>+44(SB), Y6
-	VADDPS  Y6, Y5, Y5
+	EXPSTEP(44)
 	VMULPS  Y4, Y5, Y5
 	VADDPS  Y1, Y5, Y5
 	VADDPS  Y9, Y5, Y5         // y + 1
