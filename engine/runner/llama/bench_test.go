@@ -160,9 +160,6 @@ func median(x []float64) float64 {
 // benchShape is a dim-2048, 8-layer model of TinyLlama's proportions.
 var benchShape = gguf.Shape{Layers: 8, Dim: 2048, Heads: 32, KVHeads: 4, FF: 5632, Vocab: 32000, Ctx: 512}
 
-// benchModel builds the benchmark model in type typ: gguf.Synth where it
-// writes the type, else the Q8_0 model re-encoded with gguf.Encode. The
-// reason is returned instead when the type cannot be built or run.
 // lazyQ8 returns benchModel's Q8_0 source: the Q8_0 bench model's file,
 // synthesised on the first call only.
 func lazyQ8(b *testing.B) func() *gguf.File {
@@ -177,6 +174,9 @@ func lazyQ8(b *testing.B) func() *gguf.File {
 	}
 }
 
+// benchModel builds the benchmark model in type typ: gguf.Synth where it
+// writes the type, else the Q8_0 model re-encoded with gguf.Encode. The
+// reason is returned instead when the type cannot be built or run.
 func benchModel(b *testing.B, typ gguf.TensorType, q8 func() *gguf.File) (*Model, string) {
 	probe := make([]float32, 256)
 	if _, err := kernels.NewMatrix(typ, 1, 256, make([]byte, typ.RowBytes(256))); err != nil {
