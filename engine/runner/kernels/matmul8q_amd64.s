@@ -2,19 +2,20 @@
 
 #include "textflag.h"
 
-// Q4_0, Q4_1, Q5_0 and Q5_1, sixteen rows × three tokens with AVX-512
-// (VNNI). The one-token row kernels keep, per row and token, eight int32
-// lanes per block (lane k: values 4k to 4k+3 of the block, less 8 or 16
-// times the lane's activation sum for Q4_0 and Q5_0), converted and
-// accumulated with the block's d·dₐ by FMA into eight float lanes,
-// reduced as REDUCE8TO (dotq_amd64.s); Q4_1 and Q5_1 add, after the
-// reduction, m·dₐ·S accumulated block by block by FMA. Here the lanes
-// are transposed: a register holds lane k of sixteen rows, so the scale
-// vector of a block and token (sixteen rows' d times one dₐ) serves all
-// eight lane registers, one VPDPBUSD with the token's four quants
-// broadcast makes sixteen lane sums, and the reduction is seven vertical
-// adds in REDUCE8TO's order. The roundings are the row kernels' lane for
-// lane and the m·dₐ·S chains theirs too, so the bits are the same.
+// Q4_0, Q4_1, Q5_0 and Q5_1 (and Q8_0, see q8Pack16AVX512), sixteen
+// rows × three tokens with AVX-512 (VNNI). The one-token row kernels
+// keep, per row and token, eight int32 lanes per block (lane k: values
+// 4k to 4k+3 of the block, less 8 or 16 times the lane's activation sum
+// for Q4_0 and Q5_0), converted and accumulated with the block's d·dₐ
+// by FMA into eight float lanes, reduced as REDUCE8TO (dotq_amd64.s);
+// Q4_1 and Q5_1 add, after the reduction, m·dₐ·S accumulated block by
+// block by FMA. Here the lanes are transposed: a register holds lane k
+// of sixteen rows, so the scale vector of a block and token (sixteen
+// rows' d times one dₐ) serves all eight lane registers, one VPDPBUSD
+// with the token's four quants broadcast makes sixteen lane sums, and
+// the reduction is seven vertical adds in REDUCE8TO's order. The
+// roundings are the row kernels' lane for lane and the m·dₐ·S chains
+// theirs too, so the bits are the same.
 //
 // The rows' side is packed once per tile of sixteen rows for every
 // token (q32Pack16AVX512): per block the eight lane registers' quants
@@ -70,7 +71,8 @@
 // func q32OffsAVX2(q *int8, nb int, o *int32, mul int)
 //
 // o[8b+k] = −mul·(quants 4k to 4k+3 of block b): VPMADDUBSW's pair sums
-// are exact (2·16·128 < 2^15) and VPMADDWD against −1 negates.
+// are exact for mul up to 128 (they lie within [−256·mul, 254·mul], so
+// at worst −32768) and VPMADDWD against −1 negates.
 TEXT ·q32OffsAVX2(SB), NOSPLIT, $0-32
 	MOVQ q+0(FP), SI
 	MOVQ nb+8(FP), CX
@@ -339,9 +341,10 @@ q32nomin:
 
 // func mulQ32x16x3AVX512(wt *byte, nb int, a *mmQ32Args, mask uint16)
 //
-// Q4_0 and Q5_0: wt is q32Pack16AVX512's packing of nb blocks of a
-// tile's rows (576 bytes each), a's offsets q32OffsAVX2's; row r of
-// token t goes to a.out[t][r] for the bits r set in mask.
+// Q4_0 and Q5_0 (and Q8_0): wt is q32Pack16AVX512's (q8Pack16AVX512's)
+// packing of nb blocks of a tile's rows (576 bytes each), a's offsets
+// q32OffsAVX2's; row r of token t goes to a.out[t][r] for the bits r
+// set in mask.
 TEXT ·mulQ32x16x3AVX512(SB), NOSPLIT, $0-26
 	Q32ARGS
 	Q32ZERO
@@ -418,5 +421,88 @@ q32mblock:
 	VADDPS 64(SP), Z8, Z8
 	VADDPS 128(SP), Z16, Z16
 	Q32STORE3
+	VZEROUPPER
+	RET
+
+// Q8_0 runs through the same kernel as Q4_0 (mulQ32x16x3AVX512): a
+// packed block of the same shape, its quants made unsigned as w+128
+// (w XOR 0x80) and the sums started at −128·Σa of the lane
+// (q32OffsAVX2 with mul 128; the pair sums 128·(a+a') lie within
+// [−32768, 32512], so VPMADDUBSW stays exact). Σ(w+128)·a − 128·Σa is
+// Σw·a exactly, the lane sum of dotQ8_0RowsAVX2, and the rest (d·dₐ,
+// the FMA into eight lanes, the reduction) is the same arithmetic, so
+// the bits are the same.
+
+// Q8HALF transposes sixteen bytes of each row at R8 (four lanes) into
+// D0-D3 (dword r: row r's lane) and makes them unsigned.
+#define Q8HALF(D0, D1, D2, D3) \
+	P16FIRST(0, X0) \
+	P16LANE(4, 1, Z0) \
+	P16LANE(8, 2, Z0) \
+	P16LANE(12, 3, Z0) \
+	P16FIRST(1, X1) \
+	P16LANE(5, 1, Z1) \
+	P16LANE(9, 2, Z1) \
+	P16LANE(13, 3, Z1) \
+	P16FIRST(2, X2) \
+	P16LANE(6, 1, Z2) \
+	P16LANE(10, 2, Z2) \
+	P16LANE(14, 3, Z2) \
+	P16FIRST(3, X3) \
+	P16LANE(7, 1, Z3) \
+	P16LANE(11, 2, Z3) \
+	P16LANE(15, 3, Z3) \
+	VPUNPCKLDQ  Z1, Z0, Z4 \
+	VPUNPCKHDQ  Z1, Z0, Z5 \
+	VPUNPCKLDQ  Z3, Z2, Z6 \
+	VPUNPCKHDQ  Z3, Z2, Z7 \
+	VPUNPCKLQDQ Z6, Z4, Z0 \
+	VPUNPCKHQDQ Z6, Z4, Z1 \
+	VPUNPCKLQDQ Z7, Z5, Z2 \
+	VPUNPCKHQDQ Z7, Z5, Z3 \
+	VPXORD      Z31, Z0, D0 \
+	VPXORD      Z31, Z1, D1 \
+	VPXORD      Z31, Z2, D2 \
+	VPXORD      Z31, Z3, D3
+
+// func q8Pack16AVX512(w *byte, rows *q32Rows, nb int, dst *byte)
+//
+// q32Pack16AVX512 for Q8_0 rows (34-byte blocks, packed in 576 bytes):
+// the first sixteen quant bytes of the rows make lane registers 0-3,
+// the last sixteen 4-7. Registers: Z16-Z23 the lane registers, Z30 the
+// rows' offsets (int32), Z31 bytes 0x80; SI the block of row 0, R8 its
+// quants, R9 rows.
+TEXT ·q8Pack16AVX512(SB), NOSPLIT, $0-32
+	MOVQ         w+0(FP), SI
+	MOVQ         rows+8(FP), R9
+	MOVQ         nb+16(FP), CX
+	MOVQ         dst+24(FP), DI
+	VMOVDQU32    128(R9), Z30
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z31
+
+q8pack:
+	LEAQ 2(SI), R8
+	Q8HALF(Z16, Z17, Z18, Z19)
+	LEAQ 18(SI), R8
+	Q8HALF(Z20, Z21, Z22, Z23)
+	VMOVDQU32 Z16, 0(DI)
+	VMOVDQU32 Z17, 64(DI)
+	VMOVDQU32 Z18, 128(DI)
+	VMOVDQU32 Z19, 192(DI)
+	VMOVDQU32 Z20, 256(DI)
+	VMOVDQU32 Z21, 320(DI)
+	VMOVDQU32 Z22, 384(DI)
+	VMOVDQU32 Z23, 448(DI)
+
+	KXNORW     K1, K1, K1
+	VPXORD     Z24, Z24, Z24
+	VPGATHERDD (SI)(Z30*1), K1, Z24
+	P16SCALES(Z24, 512)
+
+	ADDQ $34, SI
+	ADDQ $576, DI
+	DECQ CX
+	JNZ  q8pack
 	VZEROUPPER
 	RET

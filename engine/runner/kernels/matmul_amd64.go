@@ -121,8 +121,8 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 
 // packQ32 computes the token pack of the sixteen-row kernels for T
 // tokens of nb blocks: q32OffsAVX2's offsets with multiplier mul (eight
-// words per block) for Q4_0 and Q5_0, float(S) (one per block) for Q4_1
-// and Q5_1 (mul 0).
+// words per block) for Q4_0, Q5_0 and Q8_0, float(S) (one per block) for
+// Q4_1 and Q5_1 (mul 0).
 func packQ32(mul, nb, T int, qx []*QVec) *tokenPack {
 	tp := tokenPacks.Get().(*tokenPack)
 	w := nb
@@ -189,7 +189,7 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tok
 	}
 	switch m.Type {
 	case gguf.Q8_0:
-		return m.mulQ8_0(r0, r1, out, T, qx)
+		return m.mulQ8_0(r0, r1, out, T, qx, tp)
 	case gguf.Q4_K:
 		return m.mulQ4K(r0, r1, out, T, qx, tp)
 	case gguf.Q4_0:
@@ -200,7 +200,12 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tok
 	return 0
 }
 
-func (m *Matrix) mulQ8_0(r0, r1 int, out []float32, T int, qx []*QVec) int {
+// mulQ8_0 runs the sixteen-row kernel where the CPU has AVX-512 (tp
+// then holds its token pack), else the two-row × four-token AVX2 one.
+func (m *Matrix) mulQ8_0(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
+	if k := m.mulQ32(r0, r1, out, T, qx, tp); k > 0 {
+		return k
+	}
 	return m.mulPairs(r0, r1, out, T, qx, mulQ8_0x2x4AVX2)
 }
 
@@ -229,14 +234,17 @@ type q32Rows struct {
 }
 
 // q32Layout is a 32-value type's block as the sixteen-row kernels see
-// it: its size, the offsets of the nibbles and of qh (−1: none), whether
+// it: its size, the offsets of the quants and of qh (−1: none), whether
 // m follows d (1) or not (0), and the multiplier of the activation sums
 // that start the integer sums (8 for Q4_0's q − 8, 16 for Q5_0's q − 16,
-// 0 for the types with a minimum).
+// 128 for Q8_0's quants packed as w + 128, 0 for the types with a
+// minimum).
 type q32Layout struct{ bsize, qs, qh, hasMin, mul int }
 
 func q32LayoutOf(t gguf.TensorType) (q32Layout, bool) {
 	switch t {
+	case gguf.Q8_0:
+		return q32Layout{34, 2, -1, 0, 128}, true
 	case gguf.Q4_0:
 		return q32Layout{18, 2, -1, 0, 8}, true
 	case gguf.Q5_0:
@@ -279,9 +287,15 @@ func q32OffsAVX2(q *int8, nb int, o *int32, mul int)
 //go:noescape
 func q32Pack16AVX512(w *byte, rows *q32Rows, nb int, dst *byte)
 
-// mulQ32x16x3AVX512 computes the Q4_0 or Q5_0 rows packed at wt (nb
-// blocks) against the three tokens of a, storing row r of token t at
-// a.out[t][r] for the bits r set in mask.
+// q8Pack16AVX512 is q32Pack16AVX512 for Q8_0 rows, whose packing
+// (576 bytes a block) mulQ32x16x3AVX512 reads as it reads Q4_0's.
+//
+//go:noescape
+func q8Pack16AVX512(w *byte, rows *q32Rows, nb int, dst *byte)
+
+// mulQ32x16x3AVX512 computes the Q4_0, Q5_0 or Q8_0 rows packed at wt
+// (nb blocks) against the three tokens of a, storing row r of token t
+// at a.out[t][r] for the bits r set in mask.
 //
 //go:noescape
 func mulQ32x16x3AVX512(wt *byte, nb int, a *mmQ32Args, mask uint16)
@@ -291,9 +305,9 @@ func mulQ32x16x3AVX512(wt *byte, nb int, a *mmQ32Args, mask uint16)
 //go:noescape
 func mulQ32Mx16x3AVX512(wt *byte, nb int, a *mmQ32Args, mask uint16)
 
-// mulQ32 packs rows [r0, r1) (at most sixteen) of a Q4_0, Q4_1, Q5_0 or
-// Q5_1 matrix once and runs every token against them, three at a time,
-// returning T; 0 where the sixteen-row kernels do not apply.
+// mulQ32 packs rows [r0, r1) (at most sixteen) of a Q4_0, Q4_1, Q5_0,
+// Q5_1 or Q8_0 matrix once and runs every token against them, three at
+// a time, returning T; 0 where the sixteen-row kernels do not apply.
 func (m *Matrix) mulQ32(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	nb := m.Cols / 32
 	n := r1 - r0
@@ -315,7 +329,11 @@ func (m *Matrix) mulQ32(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenP
 		tile.buf = make([]byte, need)
 	}
 	wt := &tile.buf[int(-uintptr(unsafe.Pointer(&tile.buf[0]))&63)]
-	q32Pack16AVX512(&m.Data[r0*rb], &rows, nb, wt)
+	if m.Type == gguf.Q8_0 {
+		q8Pack16AVX512(&m.Data[r0*rb], &rows, nb, wt)
+	} else {
+		q32Pack16AVX512(&m.Data[r0*rb], &rows, nb, wt)
+	}
 	kernel := mulQ32x16x3AVX512
 	if lay.hasMin != 0 {
 		kernel = mulQ32Mx16x3AVX512

@@ -92,20 +92,27 @@ func testMatMulKernels(t *testing.T) {
 // tokens), MatMul equals the per-token MatVec bit for bit for every
 // batch of 1 to 17 tokens and a few larger ones, row counts around the
 // sixteen-row tile (one, an odd few, a full tile, a tile and one, several
-// tiles and a part), blocks per row from one up, and one and two
-// workers; the kernel must take every token it is given.
+// tiles and a part), one to nine blocks per row, and one and two
+// workers; the kernel must take every token it is given. Besides
+// encoded weights, random block bytes with outlying activations reach
+// the extremes of the integer sums (Q8_0's −128 weights included).
 func TestMatMulTokenGroups(t *testing.T) { eachWidth(t, testMatMulTokenGroups) }
 
 func testMatMulTokenGroups(t *testing.T) {
 	r := rand.New(rand.NewPCG(55, 56))
 	defer func() { matMulKernels = true }()
 	matMulKernels = true
-	for _, typ := range []gguf.TensorType{gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1} {
-		for _, cols := range []int{32, 64, 96, 288} {
+	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1} {
+		for nb := 1; nb <= 9; nb++ {
+			cols := 32 * nb
 			for _, rows := range []int{1, 3, 15, 16, 17, 50} {
 				enc, err := gguf.Encode(typ, randVec(r, rows*cols, 0.05))
 				if err != nil {
 					t.Fatal(err)
+				}
+				raw := rows%2 == 1 && nb%2 == 1
+				if raw {
+					enc = randBlocks(r, typ, rows, nb)
 				}
 				m, err := NewMatrix(typ, rows, cols, enc)
 				if err != nil {
@@ -113,6 +120,11 @@ func testMatMulTokenGroups(t *testing.T) {
 				}
 				for _, T := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 33} {
 					x := randVec(r, T*cols, 1)
+					if raw {
+						for i := 0; i < len(x); i += 7 {
+							x[i] *= 30
+						}
+					}
 					qx := make([]*QVec, T)
 					for tok := range qx {
 						qx[tok] = m.NewActivation()
@@ -123,7 +135,7 @@ func testMatMulTokenGroups(t *testing.T) {
 						k := m.mulTokens(0, min(rows, 16), make([]float32, T*rows), T, qx, tp)
 						tp.release()
 						if k != T {
-							t.Fatalf("%s rows=%d cols=%d T=%d: multi-token kernel took %d tokens", typ, rows, cols, T, k)
+							t.Fatalf("%s rows=%d cols=%d raw=%v T=%d: multi-token kernel took %d tokens", typ, rows, cols, raw, T, k)
 						}
 					}
 					for _, workers := range []int{1, 2} {
@@ -139,7 +151,7 @@ func testMatMulTokenGroups(t *testing.T) {
 							MatVec(p, m, want, x[tok*cols:(tok+1)*cols], qx[tok])
 							for i, w := range want {
 								if g := got[tok*rows+i]; math.Float32bits(g) != math.Float32bits(w) {
-									t.Fatalf("%s rows=%d cols=%d T=%d workers=%d token %d row %d: MatMul %v, MatVec %v", typ, rows, cols, T, workers, tok, i, g, w)
+									t.Fatalf("%s rows=%d cols=%d raw=%v T=%d workers=%d token %d row %d: MatMul %v, MatVec %v", typ, rows, cols, raw, T, workers, tok, i, g, w)
 								}
 							}
 						}
