@@ -12,15 +12,15 @@ var matMulKernels = true
 // batch, not once per token: that is what makes a prompt faster per token
 // than decode.
 //
-// Where a multi-token kernel exists for m's type (amd64 with AVX2: Q8_0,
-// Q4_0 and Q4_K, two rows × four tokens per pass), it takes the tokens
-// of each tile in groups of up to four, unpacking each weight block once
-// per group rather than once per token and sharing each activation load
-// between the two rows;
-// it adds each row's blocks in the same order as the one-token kernels,
-// so the results equal MatVec's bit for bit. Tokens it leaves (a last
-// single one, or all of them elsewhere) go through the one-token row
-// kernels.
+// Where a multi-token kernel exists for m's type (amd64: Q8_0, Q4_0,
+// Q4_1, Q5_0 and Q5_1 as 16-row tiles against three tokens per pass with
+// AVX-512 VNNI; Q4_K one row against eight tokens with AVX-512 or AVX2;
+// Q8_0, Q4_0 and Q4_K two rows × four tokens with AVX2 alone), it takes
+// the tokens of each tile in groups, unpacking each weight block once per
+// group rather than once per token; it forms each row's integer sums and
+// adds its blocks in the same order as the one-token kernels, so the
+// results equal MatVec's bit for bit. Tokens it leaves (a last single
+// one, or all of them elsewhere) go through the one-token row kernels.
 func MatMul(p *Pool, m *Matrix, out, x []float32, T int, qx []*QVec) {
 	const tile = 16 // rows per tile: a few KiB of weights stay in L1/L2
 	var tp *tokenPack
