@@ -39,6 +39,7 @@ var hasSDOT = cpu.ARM64.HasASIMDDP
 //	Q6_K    210     ≈117 / ≈98          ≈49      ≈4.3     ≈10 / ≈9.4   2               ≈11
 //	F16     16 (8)  ≈6.4 / ≈5           ≈2.5     ≈6.4     ≈15 / ≈14    2               ≈7-8
 //	BF16    16 (8)  ≈6.4 / ≈5           ≈2.5     ≈6.4     ≈15 / ≈14    2               ≈7-8
+//	F32     32 (8)  ≈4.5 / ≈4           ≈2       ≈16      ≈38 / ≈35    1               ≈3
 //
 // Q8_0 per row and block: the scale lane load, the 32-byte weight load,
 // a zeroing, 2 SDOT, and a quarter of the group's activation loads (2),
@@ -86,6 +87,13 @@ var hasSDOT = cpu.ARM64.HasASIMDDP
 // other 24 operations per chunk still roughly balance it. So one core nearly covers a Pi 5 and 7-8
 // cores an Orin; two bytes per value make these rows the most bandwidth
 // hungry, and the fastest per value.
+//
+// F32 per row and 32 values (128 bytes, dotf32_arm64.s): 8 loads of the
+// row and 8 of x (from L1), 8 FMUL and 8 FADD (the products rounded
+// apart, as DotF32 does), loop: 16 SIMD operations, ≈8 cycles, with
+// eight chains of additions covering their latency; the loads, two per
+// cycle, take the same 8. Four bytes per value make it bound by memory
+// everywhere: one core covers a Pi 5, three an Orin.
 //
 // Attention (dots, axpys) reads the float32 KV cache, 4 bytes a value:
 // dots per 4 keys and 4 values 5 loads and 4 FMLA, axpys per row and 16
