@@ -54,6 +54,18 @@ func mulQ4Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
 //go:noescape
 func mulQ4Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
 
+// mulQ5Kx8AVX512 is mulQ4Kx8AVX512 for Q5_K rows, with the token pack
+// of Q4_K (packK56); it needs hasAVX512Rows (GFNI forms the quants).
+//
+//go:noescape
+func mulQ5Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
+
+// mulQ6Kx8AVX512 is mulQ5Kx8AVX512 for Q6_K rows, with packK56's Q6_K
+// token pack (k6Words).
+//
+//go:noescape
+func mulQ6Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
+
 // hasAVX512 selects the AVX-512 multi-token kernels: 64-byte integer
 // products (BW) with the multiply-add of VNNI. The tests turn it off to
 // run the AVX2 kernels too.
@@ -66,10 +78,11 @@ const k8Words = 80
 
 // tokenPack is what a product's multi-token kernels read of the tokens
 // alone, computed once per MatMul rather than once per row tile: for the
-// eight-token Q4_K kernel, per group of eight tokens and super-block,
-// the tokens' bsum pair sums and scales (see matmul8_amd64.s); for the
-// sixteen-row kernels of the 32-value types, per token and block, the
-// start values of the integer sums or float(S) (see matmul8q_amd64.s).
+// eight-token K-quant kernels, per group of eight tokens and super-block,
+// the tokens' bsums (pair sums for Q4_K and Q5_K) and scales (see
+// matmul8_amd64.s, matmul8k_amd64.s); for the sixteen-row kernels of
+// the 32-value types, per token and block, the start values of the
+// integer sums or float(S) (see matmul8q_amd64.s).
 type tokenPack struct {
 	k8 []int16
 	// q32 holds packQ32's q32Words words per token.
@@ -84,6 +97,9 @@ var tokenPacks = sync.Pool{New: func() any { return new(tokenPack) }}
 func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 	if lay, ok := q32LayoutOf(m.Type); ok && hasAVX512 && T >= 2 && m.Cols >= 32 {
 		return packQ32(lay.mul, m.Cols/32, T, qx)
+	}
+	if (m.Type == gguf.Q5_K || m.Type == gguf.Q6_K) && hasAVX512Rows {
+		return m.packK56(T, qx)
 	}
 	if !hasAVX2 || m.Type != gguf.Q4_K || T < 8 {
 		return nil
@@ -112,6 +128,74 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 				bits := math.Float32bits(dk[b])
 				f := g*nb*k8Words + b*k8Words + 64 + 2*i
 				pk[f], pk[f+1] = int16(uint16(bits)), int16(uint16(bits>>16))
+			}
+		}
+	}
+	tp.k8 = pk
+	return tp
+}
+
+// k6Words is Q6_K's packed data of eight tokens per super-block, in
+// int16 words: each token's sixteen bsums, then their dₐ (8 float32, two
+// words each).
+const k6Words = 144
+
+// kPadMin is the fewest tokens of a last, partial group that the Q5_K
+// and Q6_K eight-token kernels take, with the group's last token
+// repeated (the repeat writes the same values to the same place): below
+// it the row kernels cost less than the kernel's eight token passes.
+const kPadMin = 5
+
+// kGroups is the number of eight-token groups of the Q5_K and Q6_K
+// kernels for T tokens.
+func kGroups(T int) int {
+	g := T / 8
+	if T%8 >= kPadMin {
+		g++
+	}
+	return g
+}
+
+// packK56 prepares the token pack of the Q5_K and Q6_K eight-token
+// kernels, per group of eight and super-block: for Q5_K the layout of
+// Q4_K's (k8Words; the same scales and mins meet the same bsums), for
+// Q6_K the tokens' bsums and dₐ (k6Words).
+func (m *Matrix) packK56(T int, qx []*QVec) *tokenPack {
+	groups := kGroups(T)
+	if groups == 0 {
+		return nil
+	}
+	nb := m.Cols / qkK
+	words := k8Words
+	if m.Type == gguf.Q6_K {
+		words = k6Words
+	}
+	tp := tokenPacks.Get().(*tokenPack)
+	if cap(tp.k8) < groups*nb*words {
+		tp.k8 = make([]int16, groups*nb*words)
+	}
+	pk := tp.k8[:groups*nb*words]
+	for g := range groups {
+		for i := range 8 {
+			v := qx[min(8*g+i, T-1)]
+			m.needK(v)
+			bs, dk := v.BS[:nb*16], v.DK[:nb]
+			for b := range nb {
+				blk := pk[(g*nb+b)*words:][:words]
+				s := (*[16]int16)(bs[16*b:])
+				f := 128 + 2*i
+				if words == k6Words {
+					copy(blk[16*i:16*i+16], s[:])
+				} else {
+					// As packTokens packs Q4_K.
+					ps := blk[(i%4)*16+(i/4)*8:][:8]
+					for j := range ps {
+						ps[j] = s[2*j] + s[2*j+1]
+					}
+					f = 64 + 2*i
+				}
+				bits := math.Float32bits(dk[b])
+				blk[f], blk[f+1] = int16(uint16(bits)), int16(uint16(bits>>16))
 			}
 		}
 	}
@@ -196,6 +280,8 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tok
 		return m.mulQ4_0(r0, r1, out, T, qx, tp)
 	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
 		return m.mulQ32(r0, r1, out, T, qx, tp)
+	case gguf.Q5_K, gguf.Q6_K:
+		return m.mulK56(r0, r1, out, T, qx, tp)
 	}
 	return 0
 }
@@ -441,4 +527,35 @@ func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenP
 		done = t + k
 	}
 	return done
+}
+
+// mulK56 runs the Q5_K or Q6_K eight-token kernel over the groups tp
+// packs and returns the tokens they cover (kGroups); 0 without AVX-512
+// (GFNI included) or a pack.
+func (m *Matrix) mulK56(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
+	nb := m.Cols / qkK
+	n := r1 - r0
+	words, bsize, kernel := k8Words, 176, mulQ5Kx8AVX512
+	if m.Type == gguf.Q6_K {
+		words, bsize, kernel = k6Words, 210, mulQ6Kx8AVX512
+	}
+	groups := kGroups(T)
+	if !hasAVX512Rows || tp == nil || n <= 0 || nb == 0 || groups == 0 || len(tp.k8) != groups*nb*words {
+		return 0
+	}
+	rb := m.rowBytes
+	_ = m.Data[(r1-1)*rb+nb*bsize-1]
+	var a mmK8Args
+	for g := range groups {
+		for i := range 8 {
+			tk := min(8*g+i, T-1)
+			v := qx[tk]
+			_ = v.QK[nb*qkK-1]
+			o := out[tk*m.Rows+r0 : tk*m.Rows+r1]
+			a.q[i], a.out[i] = &v.QK[0], &o[0]
+		}
+		a.pk = &tp.k8[g*nb*words]
+		kernel(&m.Data[r0*rb], rb, nb, n, &a)
+	}
+	return min(8*groups, T)
 }
