@@ -145,7 +145,7 @@ func (mv *MatVecs) Run(p *Pool) {
 	}
 	// Chunks of roughly 16 KiB of weights or more keep scheduling a small
 	// fraction of the work; multiples of 4 rows suit the four-row kernels.
-	p.Run(rows, max(4, (16<<10)/rb)&^3, (*matVecsRanger)(mv))
+	p.Run(rows, max(4, (64<<10)/rb)&^3, (*matVecsRanger)(mv))
 }
 
 type matVecsRanger MatVecs
