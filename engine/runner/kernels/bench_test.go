@@ -73,8 +73,9 @@ func median(x []float64) float64 {
 // BenchmarkDecodeBandwidth measures, per type and decode-shaped matrix
 // (2048×2048 and 5632×2048), the GB/s of weights a MatVec reads from
 // memory, and its ratio to the machine's memory bandwidth measured on
-// the same pool over the same arena: the faster of a parallel sum and a
-// parallel copy into cache-resident buffers (the runtime's memmove),
+// the same pool over the same arena: the fastest of a parallel sum, a
+// parallel copy into cache-resident buffers (the runtime's memmove) and
+// a parallel StreamSum (a sum with the row kernels' far prefetch),
 // counting bytes read. Cases run interleaved,
 // five repetitions, medians reported; the table goes to the log and each
 // ratio to a metric named <type>-<rows>/bw.
@@ -133,7 +134,17 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 				}
 			})
 		})
-		bw = append(bw, float64(len(words)*8)/min(secs, copySecs)/1e9)
+		// And with the prefetching probe, which a plain loop's hardware
+		// prefetch alone can fall well short of.
+		streamSecs := timeIt(func() {
+			chunk := len(arena) / workers
+			p.For(workers, 1, func(lo, hi int) {
+				for w := lo; w < hi; w++ {
+					sums[w] += StreamSum(arena[w*chunk : (w+1)*chunk])
+				}
+			})
+		})
+		bw = append(bw, float64(len(words)*8)/min(secs, copySecs, streamSecs)/1e9)
 		for _, c := range cases {
 			ms := benchArena(b, arena, c.typ, c.rows, c.cols, c.enc)
 			out := make([]float32, c.rows)
