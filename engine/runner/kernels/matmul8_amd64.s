@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "k8_amd64.h"
 
 // Q4_K, one row × eight tokens. A row's nibbles are unpacked once per
 // super-block and applied to eight tokens, whose quants are memory
@@ -77,23 +78,10 @@ GLOBL k4maskhi<>(SB), RODATA|NOPTR, $16
 	Q4K8_TOKEN(BX, 64*j, Y6) \
 	Q4K8_TOKEN(DX, 64*j, Y7)
 
-// STORE8 writes lane i of X to token t's output and advances it.
-#define STORE8(t, X, i) \
-	MOVQ       64+8*t(R9), SI \
-	VEXTRACTPS $i, X, (SI) \
-	ADDQ       $4, 64+8*t(R9)
-
 // func mulQ4Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
 TEXT ·mulQ4Kx8AVX2(SB), NOSPLIT, $32-40
 	MOVQ a+32(FP), R9
-	MOVQ 0(R9), DI
-	MOVQ 8(R9), R8
-	MOVQ 16(R9), R11
-	MOVQ 24(R9), R12
-	MOVQ 32(R9), R13
-	MOVQ 40(R9), R14
-	MOVQ 48(R9), BX
-	MOVQ 56(R9), DX
+	K8LOADQ
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -132,38 +120,9 @@ q4k8block:
 	Q4K8_PAIR(3)
 
 	// isum of tokens 0-7 into the lanes of Y0
-	VPHADDD    Y1, Y0, Y0
-	VPHADDD    Y3, Y2, Y2
-	VPHADDD    Y5, Y4, Y4
-	VPHADDD    Y7, Y6, Y6
-	VPHADDD    Y2, Y0, Y0
-	VPHADDD    Y6, Y4, Y4
-	VPERM2I128 $0x20, Y4, Y0, Y1
-	VPERM2I128 $0x31, Y4, Y0, Y2
-	VPADDD     Y2, Y1, Y0
+	K8REDUCE
 
-	// msum of tokens 0-7 into the lanes of Y1
-	VBROADCASTI128 16(SP), Y3
-	VPMADDWD       0(SI), Y3, Y4
-	VPMADDWD       32(SI), Y3, Y5
-	VPMADDWD       64(SI), Y3, Y6
-	VPMADDWD       96(SI), Y3, Y7
-	VPHADDD        Y5, Y4, Y4
-	VPHADDD        Y7, Y6, Y6
-	VPHADDD        Y6, Y4, Y1
-
-	VCVTPH2PS    (R10), X4
-	VBROADCASTSS X4, Y5
-	VMOVSHDUP    X4, X6
-	VBROADCASTSS X6, Y6
-	VMULPS       128(SI), Y5, Y5
-	VCVTDQ2PS    Y0, Y8
-	VMULPS       Y8, Y5, Y5
-	VMULPS       128(SI), Y6, Y6
-	VCVTDQ2PS    Y1, Y8
-	VMULPS       Y8, Y6, Y6
-	VSUBPS       Y6, Y5, Y5
-	VADDPS       Y5, Y15, Y15
+	K8COMBINE
 
 	ADDQ $144, R10
 	ADDQ $256, AX
@@ -171,19 +130,7 @@ q4k8block:
 	DECQ CX
 	JNZ  q4k8block
 
-	VEXTRACTF128 $1, Y15, X13
-	STORE8(0, X15, 0)
-	STORE8(1, X15, 1)
-	STORE8(2, X15, 2)
-	STORE8(3, X15, 3)
-	STORE8(4, X13, 0)
-	STORE8(5, X13, 1)
-	STORE8(6, X13, 2)
-	STORE8(7, X13, 3)
-
-	MOVQ rowBytes+8(FP), R10
-	ADDQ R10, w+0(FP)
-	DECQ n+24(FP)
+	K8STOREALL
 	JNZ  q4k8row
 	VZEROUPPER
 	RET
@@ -225,22 +172,10 @@ q4k8block:
 	VPMADDUBSW   64*j(DX)(AX*1), Z8, Z12 \
 	VPDPWSSD     Z10, Z12, Z7
 
-// FOLD16 adds the high half of Z to its low half Y.
-#define FOLD16(Z, Y) \
-	VEXTRACTI64X4 $1, Z, Y12 \
-	VPADDD        Y12, Y, Y
-
 // func mulQ4Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
 TEXT ·mulQ4Kx8AVX512(SB), NOSPLIT, $32-40
 	MOVQ a+32(FP), R9
-	MOVQ 0(R9), DI
-	MOVQ 8(R9), R8
-	MOVQ 16(R9), R11
-	MOVQ 24(R9), R12
-	MOVQ 32(R9), R13
-	MOVQ 40(R9), R14
-	MOVQ 48(R9), BX
-	MOVQ 56(R9), DX
+	K8LOADQ
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Z14
@@ -277,46 +212,11 @@ q4k16block:
 	Q4K16_PAIR(1)
 	Q4K16_PAIR(2)
 	Q4K16_PAIR(3)
-	FOLD16(Z0, Y0)
-	FOLD16(Z1, Y1)
-	FOLD16(Z2, Y2)
-	FOLD16(Z3, Y3)
-	FOLD16(Z4, Y4)
-	FOLD16(Z5, Y5)
-	FOLD16(Z6, Y6)
-	FOLD16(Z7, Y7)
+	K8FOLD
 
-	VPHADDD    Y1, Y0, Y0
-	VPHADDD    Y3, Y2, Y2
-	VPHADDD    Y5, Y4, Y4
-	VPHADDD    Y7, Y6, Y6
-	VPHADDD    Y2, Y0, Y0
-	VPHADDD    Y6, Y4, Y4
-	VPERM2I128 $0x20, Y4, Y0, Y1
-	VPERM2I128 $0x31, Y4, Y0, Y2
-	VPADDD     Y2, Y1, Y0
+	K8REDUCE
 
-	VBROADCASTI128 16(SP), Y3
-	VPMADDWD       0(SI), Y3, Y4
-	VPMADDWD       32(SI), Y3, Y5
-	VPMADDWD       64(SI), Y3, Y6
-	VPMADDWD       96(SI), Y3, Y7
-	VPHADDD        Y5, Y4, Y4
-	VPHADDD        Y7, Y6, Y6
-	VPHADDD        Y6, Y4, Y1
-
-	VCVTPH2PS    (R10), X4
-	VBROADCASTSS X4, Y5
-	VMOVSHDUP    X4, X6
-	VBROADCASTSS X6, Y6
-	VMULPS       128(SI), Y5, Y5
-	VCVTDQ2PS    Y0, Y8
-	VMULPS       Y8, Y5, Y5
-	VMULPS       128(SI), Y6, Y6
-	VCVTDQ2PS    Y1, Y8
-	VMULPS       Y8, Y6, Y6
-	VSUBPS       Y6, Y5, Y5
-	VADDPS       Y5, Y15, Y15
+	K8COMBINE
 
 	ADDQ $144, R10
 	ADDQ $256, AX
@@ -324,19 +224,7 @@ q4k16block:
 	DECQ CX
 	JNZ  q4k16block
 
-	VEXTRACTF128 $1, Y15, X13
-	STORE8(0, X15, 0)
-	STORE8(1, X15, 1)
-	STORE8(2, X15, 2)
-	STORE8(3, X15, 3)
-	STORE8(4, X13, 0)
-	STORE8(5, X13, 1)
-	STORE8(6, X13, 2)
-	STORE8(7, X13, 3)
-
-	MOVQ rowBytes+8(FP), R10
-	ADDQ R10, w+0(FP)
-	DECQ n+24(FP)
+	K8STOREALL
 	JNZ  q4k16row
 	VZEROUPPER
 	RET

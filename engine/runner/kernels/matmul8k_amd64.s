@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "k8_amd64.h"
 
 // Q5_K and Q6_K, one row × eight tokens with AVX-512 (BW, VL, VNNI and
 // GFNI), after mulQ4Kx8AVX512 (matmul8_amd64.s): a row's quants are
@@ -88,17 +89,6 @@ DATA k8perm6<>+112(SB)/8, $0x0e0e0e0e0e0e0e0e
 DATA k8perm6<>+120(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL k8perm6<>(SB), RODATA|NOPTR, $128
 
-// K8LOADQ loads the eight tokens' quant pointers from the args in R9.
-#define K8LOADQ \
-	MOVQ 0(R9), DI \
-	MOVQ 8(R9), R8 \
-	MOVQ 16(R9), R11 \
-	MOVQ 24(R9), R12 \
-	MOVQ 32(R9), R13 \
-	MOVQ 40(R9), R14 \
-	MOVQ 48(R9), BX \
-	MOVQ 56(R9), DX
-
 // K8TOKENS applies the 64 quants in Q (matching the activation at
 // off(token)(AX*1)) with the scales in S to the eight tokens' sums:
 // VPDPWSSD onto them (K8TOKENS) or VPMADDWD setting them (K8TOKENS0).
@@ -129,55 +119,6 @@ GLOBL k8perm6<>(SB), RODATA|NOPTR, $128
 	K8TOK0(R14, off, Q, S, Z5) \
 	K8TOK0(BX, off, Q, S, Z6) \
 	K8TOK0(DX, off, Q, S, Z7)
-
-// K8FOLD adds the high halves of Z0-Z7 to their low halves Y0-Y7.
-#define K8FOLD1(Z, Y) \
-	VEXTRACTI64X4 $1, Z, Y12 \
-	VPADDD        Y12, Y, Y
-
-#define K8FOLD \
-	K8FOLD1(Z0, Y0) \
-	K8FOLD1(Z1, Y1) \
-	K8FOLD1(Z2, Y2) \
-	K8FOLD1(Z3, Y3) \
-	K8FOLD1(Z4, Y4) \
-	K8FOLD1(Z5, Y5) \
-	K8FOLD1(Z6, Y6) \
-	K8FOLD1(Z7, Y7)
-
-// K8REDUCE sums the eight lanes of Y0-Y7 into lane t of Y0 for token t.
-#define K8REDUCE \
-	VPHADDD    Y1, Y0, Y0 \
-	VPHADDD    Y3, Y2, Y2 \
-	VPHADDD    Y5, Y4, Y4 \
-	VPHADDD    Y7, Y6, Y6 \
-	VPHADDD    Y2, Y0, Y0 \
-	VPHADDD    Y6, Y4, Y4 \
-	VPERM2I128 $0x20, Y4, Y0, Y1 \
-	VPERM2I128 $0x31, Y4, Y0, Y2 \
-	VPADDD     Y2, Y1, Y0
-
-// K8STORE writes lane i of X to token t's output and advances it.
-#define K8STORE(t, X, i) \
-	MOVQ       64+8*t(R9), SI \
-	VEXTRACTPS $i, X, (SI) \
-	ADDQ       $4, 64+8*t(R9)
-
-// K8STOREALL stores the eight sums of Y15 and moves to the next row,
-// looping to label while rows are left.
-#define K8STOREALL \
-	VEXTRACTF128 $1, Y15, X13 \
-	K8STORE(0, X15, 0) \
-	K8STORE(1, X15, 1) \
-	K8STORE(2, X15, 2) \
-	K8STORE(3, X15, 3) \
-	K8STORE(4, X13, 0) \
-	K8STORE(5, X13, 1) \
-	K8STORE(6, X13, 2) \
-	K8STORE(7, X13, 3) \
-	MOVQ rowBytes+8(FP), R10 \
-	ADDQ R10, w+0(FP) \
-	DECQ n+24(FP)
 
 // Q5_K: mulQ4Kx8AVX512 with the fifth bit of each quant from qh (bit 2j
 // of qh[l] for value l of sub-block 2j, bit 2j+1 for sub-block 2j+1),
@@ -245,28 +186,7 @@ q5k8block:
 	K8FOLD
 	K8REDUCE
 
-	// msum of tokens 0-7 into the lanes of Y1, as mulQ4Kx8AVX512.
-	VBROADCASTI128 16(SP), Y3
-	VPMADDWD       0(SI), Y3, Y4
-	VPMADDWD       32(SI), Y3, Y5
-	VPMADDWD       64(SI), Y3, Y6
-	VPMADDWD       96(SI), Y3, Y7
-	VPHADDD        Y5, Y4, Y4
-	VPHADDD        Y7, Y6, Y6
-	VPHADDD        Y6, Y4, Y1
-
-	VCVTPH2PS    (R10), X4
-	VBROADCASTSS X4, Y5
-	VMOVSHDUP    X4, X6
-	VBROADCASTSS X6, Y6
-	VMULPS       128(SI), Y5, Y5
-	VCVTDQ2PS    Y0, Y8
-	VMULPS       Y8, Y5, Y5
-	VMULPS       128(SI), Y6, Y6
-	VCVTDQ2PS    Y1, Y8
-	VMULPS       Y8, Y6, Y6
-	VSUBPS       Y6, Y5, Y5
-	VADDPS       Y5, Y15, Y15
+	K8COMBINE
 
 	ADDQ $176, R10
 	ADDQ $256, AX
