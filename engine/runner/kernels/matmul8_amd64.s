@@ -3,7 +3,8 @@
 #include "textflag.h"
 #include "k8_amd64.h"
 
-// Q4_K, one row × eight tokens. A row's nibbles are unpacked once per
+// Q4_K, one row × eight tokens with AVX2 (CPUs with AVX-512 run the
+// sixteen-row kernel of matmul16k_amd64.s). A row's nibbles are unpacked once per
 // super-block and applied to eight tokens, whose quants are memory
 // operands of VPMADDUBSW: with one row no activation load is shared, so
 // each token costs three instructions per sub-block (product, scale,
@@ -132,99 +133,5 @@ q4k8block:
 
 	K8STOREALL
 	JNZ  q4k8row
-	VZEROUPPER
-	RET
-
-// Q4_K, one row × eight tokens with AVX-512 (BW and VNNI): the kernel
-// above on 64-value vectors. The integer multiplies are what bounds the
-// AVX2 kernel (a VPMADDUBSW and a VPMADDWD per 32 values and token);
-// here one VPMADDUBSW covers a pair of sub-blocks (the nibbles of 64
-// values: low nibbles in the low half, high nibbles in the high half,
-// matching the activation's order) and VPDPWSSD applies both sub-blocks'
-// scales and accumulates in one instruction. The integer sums are the
-// same, folded to the AVX2 kernel's lanes before the same reductions.
-// Registers as in the AVX2 kernel, Z0-Z7, Z8, Z10, Z12 and Z14 in their
-// full width.
-
-// Q4K16_PAIR applies sub-blocks 2j and 2j+1 to the eight tokens.
-#define Q4K16_PAIR(j) \
-	VMOVDQU      16+32*j(R10), Y8 \
-	VPSRLW       $4, Y8, Y9 \
-	VINSERTI64X4 $1, Y9, Z8, Z8 \
-	VPANDQ       Z14, Z8, Z8 \
-	VPBROADCASTW 4*j(SP), Y10 \
-	VPBROADCASTW 4*j+2(SP), Y11 \
-	VINSERTI64X4 $1, Y11, Z10, Z10 \
-	VPMADDUBSW   64*j(DI)(AX*1), Z8, Z12 \
-	VPDPWSSD     Z10, Z12, Z0 \
-	VPMADDUBSW   64*j(R8)(AX*1), Z8, Z12 \
-	VPDPWSSD     Z10, Z12, Z1 \
-	VPMADDUBSW   64*j(R11)(AX*1), Z8, Z12 \
-	VPDPWSSD     Z10, Z12, Z2 \
-	VPMADDUBSW   64*j(R12)(AX*1), Z8, Z12 \
-	VPDPWSSD     Z10, Z12, Z3 \
-	VPMADDUBSW   64*j(R13)(AX*1), Z8, Z12 \
-	VPDPWSSD     Z10, Z12, Z4 \
-	VPMADDUBSW   64*j(R14)(AX*1), Z8, Z12 \
-	VPDPWSSD     Z10, Z12, Z5 \
-	VPMADDUBSW   64*j(BX)(AX*1), Z8, Z12 \
-	VPDPWSSD     Z10, Z12, Z6 \
-	VPMADDUBSW   64*j(DX)(AX*1), Z8, Z12 \
-	VPDPWSSD     Z10, Z12, Z7
-
-// func mulQ4Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
-TEXT ·mulQ4Kx8AVX512(SB), NOSPLIT, $32-40
-	MOVQ a+32(FP), R9
-	K8LOADQ
-	MOVQ $0x0f0f0f0f0f0f0f0f, AX
-	MOVQ AX, X14
-	VPBROADCASTQ X14, Z14
-
-q4k16row:
-	MOVQ   w+0(FP), R10
-	MOVQ   128(R9), SI
-	MOVQ   nb+16(FP), CX
-	XORQ   AX, AX
-	VXORPS Y15, Y15, Y15
-
-q4k16block:
-	VMOVDQU   4(R10), X8
-	VPSHUFD   $0x98, X8, X9
-	VPSRLVD   k4shift<>(SB), X9, X9
-	VPAND     k4masklo<>(SB), X9, X9
-	VPSHUFD   $0x50, X8, X8
-	VPSRLD    $2, X8, X8
-	VPAND     k4maskhi<>(SB), X8, X8
-	VPOR      X8, X9, X9
-	VPMOVZXBW X9, Y9
-	VMOVDQU   Y9, 0(SP)
-
-	// VEX-encoded zeroing clears the full registers.
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-	Q4K16_PAIR(0)
-	Q4K16_PAIR(1)
-	Q4K16_PAIR(2)
-	Q4K16_PAIR(3)
-	K8FOLD
-
-	K8REDUCE
-
-	K8COMBINE
-
-	ADDQ $144, R10
-	ADDQ $256, AX
-	ADDQ $160, SI
-	DECQ CX
-	JNZ  q4k16block
-
-	K8STOREALL
-	JNZ  q4k16row
 	VZEROUPPER
 	RET

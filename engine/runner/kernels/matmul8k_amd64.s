@@ -4,7 +4,7 @@
 #include "k8_amd64.h"
 
 // Q5_K and Q6_K, one row × eight tokens with AVX-512 (BW, VL, VNNI and
-// GFNI), after mulQ4Kx8AVX512 (matmul8_amd64.s): a row's quants are
+// GFNI), after mulQ4Kx8AVX2 (matmul8_amd64.s): a row's quants are
 // formed once per super-block, 64 values to a register as the row
 // kernels of dotk512_amd64.s form them, and applied to eight tokens
 // whose quants are memory operands of VPMADDUBSW, VPDPWSSD adding the
@@ -14,7 +14,7 @@
 // and token are the row kernels' exact integers and the float combine
 // has their roundings, so the results are MatVec's bits.
 //
-// GP registers as in mulQ4Kx8AVX512: DI, R8, R11, R12, R13, R14, BX, DX
+// GP registers as in mulQ4Kx8AVX2: DI, R8, R11, R12, R13, R14, BX, DX
 // the tokens' quants (at offset AX, 256 per super-block); R10 the
 // super-block; SI the packed token data (tokenPack); R9 the args; CX
 // super-blocks left. Z0-Z7 the isum lanes of tokens 0-7; Y15 the eight
@@ -120,7 +120,7 @@ GLOBL k8perm6<>(SB), RODATA|NOPTR, $128
 	K8TOK0(BX, off, Q, S, Z6) \
 	K8TOK0(DX, off, Q, S, Z7)
 
-// Q5_K: mulQ4Kx8AVX512 with the fifth bit of each quant from qh (bit 2j
+// Q5_K: the Q4_K eight-token kernel on 64-value vectors, with the fifth bit of each quant from qh (bit 2j
 // of qh[l] for value l of sub-block 2j, bit 2j+1 for sub-block 2j+1),
 // moved to bit 4 by pair j's matrix (Z16-Z19) from qh in both halves of
 // Z20. The token pack has Q4_K's layout (packK56: bsum pair sums, then

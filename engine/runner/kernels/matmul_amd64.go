@@ -49,12 +49,7 @@ type mmK8Args struct {
 //go:noescape
 func mulQ4Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
 
-// mulQ4Kx8AVX512 is mulQ4Kx8AVX2 with AVX-512 (BW and VNNI).
-//
-//go:noescape
-func mulQ4Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
-
-// mulQ5Kx8AVX512 is mulQ4Kx8AVX512 for Q5_K rows, with the token pack
+// mulQ5Kx8AVX512 is mulQ4Kx8AVX2 with AVX-512 for Q5_K rows, with the token pack
 // of Q4_K (packK56); it needs hasAVX512Rows (GFNI forms the quants).
 //
 //go:noescape
@@ -82,10 +77,13 @@ const k8Words = 80
 // the tokens' bsums (pair sums for Q4_K and Q5_K) and scales (see
 // matmul8_amd64.s, matmul8k_amd64.s); for the sixteen-row kernels of
 // the 32-value types, per token and block, the start values of the
-// integer sums or float(S) (see matmul8q_amd64.s).
+// integer sums or float(S) (see matmul8q_amd64.s), and for the
+// sixteen-row Q4_K kernel the bsums and dₐ of each group of four tokens
+// (packK16).
 type tokenPack struct {
 	k8 []int16
-	// q32 holds packQ32's q32Words words per token.
+	// q32 holds packQ32's q32Words words per token, or packK16's per
+	// group of four.
 	q32      []int32
 	q32Words int
 }
@@ -100,6 +98,9 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 	}
 	if (m.Type == gguf.Q5_K || m.Type == gguf.Q6_K) && hasAVX512Rows {
 		return m.packK56(T, qx)
+	}
+	if m.Type == gguf.Q4_K && hasAVX512 && T >= 2 && m.Cols >= qkK {
+		return m.packK16(T, qx)
 	}
 	if !hasAVX2 || m.Type != gguf.Q4_K || T < 8 {
 		return nil
@@ -474,14 +475,134 @@ func (m *Matrix) mulPairs(r0, r1 int, out []float32, T int, qx []*QVec, kernel f
 	return done
 }
 
-// mulQ4K runs the eight-token kernel over the full groups of eight
-// tokens (those tp packs), then the two-row × four-token kernel over
-// the rest in groups of up to four.
+// mmK16Args is what the sixteen-row Q4_K kernel reads for its four
+// tokens: quants, the pass data (k16Words words a super-block: the
+// tokens' bsums, then their dₐ) and the output position of the tile's
+// first row. A group of fewer than four repeats its last token: the
+// repeat writes the same values to the same place.
+type mmK16Args struct {
+	q   [4]*int8
+	pd  *int32
+	out [4]*float32
+}
+
+// k16Words is the pass data of mulQ4Kx16x4AVX512 per super-block, in
+// 32-bit words: eight per token's sixteen bsums (room for six tokens),
+// then the tokens' dₐ at 48; 256 bytes so that the kernel's super-block
+// index reaches it as it reaches the quants.
+const k16Words = 64
+
+// k16Block is the packed size of a Q4_K super-block of sixteen rows, in
+// 32-bit words: per sub-block eight lane registers, the scales and the
+// mins (160 words), then d and dmin.
+const k16Block = 8*160 + 32
+
+// mulQ4Kx16x4AVX512 computes the Q4_K rows packed at wt (nb super-blocks,
+// see mulQ4K16) against the four tokens of a, storing row r of token t at
+// a.out[t][r] for the bits r set in mask.
+//
+//go:noescape
+func mulQ4Kx16x4AVX512(wt *byte, nb int, a *mmK16Args, mask uint16)
+
+// k16Tile is a worker's packing of a tile's rows, kept for the next
+// tile.
+type k16Tile struct{ rows []uint32 }
+
+var k16Tiles = sync.Pool{New: func() any { return new(k16Tile) }}
+
+// packQ4K16AVX512 packs nb super-blocks of the sixteen rows at w +
+// off[i] into dst (nb·k16Block words) for mulQ4Kx16x4AVX512: per
+// sub-block the lane registers (row r's four quants of lane k in dword
+// r), the scales as int32 and the mins as int16 pairs (m, m); then d and
+// dmin as float32.
+//
+//go:noescape
+func packQ4K16AVX512(w *byte, off *int32, nb int, dst *byte)
+
+// packK16 computes the pass data of mulQ4Kx16x4AVX512 for T tokens,
+// per group of four (the last repeating its last token): q32Words words
+// a group.
+func (m *Matrix) packK16(T int, qx []*QVec) *tokenPack {
+	nb := m.Cols / qkK
+	tp := tokenPacks.Get().(*tokenPack)
+	w := nb * k16Words
+	groups := (T + 3) / 4
+	if cap(tp.q32) < groups*w {
+		tp.q32 = make([]int32, groups*w)
+	}
+	// No eight-token groups: mulQ4K's fallback must not read a pack
+	// left by an earlier product.
+	tp.k8 = tp.k8[:0]
+	tp.q32, tp.q32Words = tp.q32[:groups*w], w
+	for g := range groups {
+		for i := range 4 {
+			v := qx[min(4*g+i, T-1)]
+			m.needK(v)
+			bs, dk := v.BS[:nb*16], v.DK[:nb]
+			for b := range nb {
+				o := (*[k16Words]int32)(tp.q32[g*w+b*k16Words:])
+				s := (*[16]int16)(bs[16*b:])
+				for j := range 8 {
+					o[8*i+j] = int32(uint32(uint16(s[2*j])) | uint32(uint16(s[2*j+1]))<<16)
+				}
+				o[48+i] = int32(math.Float32bits(dk[b]))
+			}
+		}
+	}
+	return tp
+}
+
+// mulQ4K16 packs rows [r0, r1) (at most sixteen) of a Q4_K matrix once
+// and runs every token against them, four at a time, returning T; 0
+// where tp is not packK16's.
+func (m *Matrix) mulQ4K16(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
+	nb := m.Cols / qkK
+	n := r1 - r0
+	if tp == nil || tp.q32Words != nb*k16Words || len(tp.q32) != (T+3)/4*tp.q32Words {
+		return 0
+	}
+	rb := m.rowBytes
+	_ = out[(T-1)*m.Rows+r1-1]
+	tile := k16Tiles.Get().(*k16Tile)
+	if len(tile.rows) < nb*k16Block {
+		tile.rows = make([]uint32, nb*k16Block)
+	}
+	_ = m.Data[(r1-1)*rb+nb*144-1]
+	var off [16]int32
+	for i := range off {
+		off[i] = int32(min(i, n-1) * rb)
+	}
+	packQ4K16AVX512(&m.Data[r0*rb], &off[0], nb, (*byte)(unsafe.Pointer(&tile.rows[0])))
+	mask := uint16(1<<n - 1)
+	var a mmK16Args
+	for t := 0; t < T; t += 4 {
+		for i := range 4 {
+			tk := min(t+i, T-1)
+			v := qx[tk]
+			_ = v.QK[nb*qkK-1]
+			a.q[i], a.out[i] = &v.QK[0], &out[tk*m.Rows+r0]
+		}
+		a.pd = &tp.q32[t/4*tp.q32Words]
+		mulQ4Kx16x4AVX512((*byte)(unsafe.Pointer(&tile.rows[0])), nb, &a, mask)
+	}
+	k16Tiles.Put(tile)
+	return T
+}
+
+// mulQ4K runs the sixteen-row kernel where the CPU has AVX-512 (tp then
+// holds packK16's data), else the eight-token kernel over the full
+// groups of eight tokens (those tp packs), then the two-row × four-token
+// kernel over the rest in groups of up to four.
 func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	nb := m.Cols / qkK
 	n := r1 - r0
 	if n == 0 || nb == 0 {
 		return 0
+	}
+	if hasAVX512 && n <= 16 {
+		if k := m.mulQ4K16(r0, r1, out, T, qx, tp); k > 0 {
+			return k
+		}
 	}
 	pairs := n / 2
 	rb := m.rowBytes
@@ -497,11 +618,7 @@ func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenP
 				a8.q[i], a8.out[i] = &v.QK[0], &o[0]
 			}
 			a8.pk = &tp.k8[g*nb*k8Words]
-			if hasAVX512 {
-				mulQ4Kx8AVX512(&m.Data[r0*rb], rb, nb, n, &a8)
-			} else {
-				mulQ4Kx8AVX2(&m.Data[r0*rb], rb, nb, n, &a8)
-			}
+			mulQ4Kx8AVX2(&m.Data[r0*rb], rb, nb, n, &a8)
 			done = 8 * (g + 1)
 		}
 	}

@@ -104,10 +104,10 @@ func testMatMulTokenGroups(t *testing.T) {
 	r := rand.New(rand.NewPCG(55, 56))
 	defer func() { matMulKernels = true }()
 	matMulKernels = true
-	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q5_K, gguf.Q6_K} {
+	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		bk, nbs := 32, 9
 		kq := typ == gguf.Q5_K || typ == gguf.Q6_K
-		if kq {
+		if kq || typ == gguf.Q4_K {
 			bk, nbs = qkK, 3
 		}
 		for nb := 1; nb <= nbs; nb++ {
