@@ -99,7 +99,7 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 	if (m.Type == gguf.Q5_K || m.Type == gguf.Q6_K) && hasAVX512Rows {
 		return m.packK56(T, qx)
 	}
-	if m.Type == gguf.Q4_K && hasAVX512 && T >= 2 && m.Cols >= qkK {
+	if m.Type == gguf.Q4_K && hasAVX512 && T >= k16MinTokens && m.Cols >= qkK {
 		return m.packK16(T, qx)
 	}
 	if !hasAVX2 || m.Type != gguf.Q4_K || T < 8 {
@@ -485,6 +485,14 @@ type mmK16Args struct {
 	pd  *int32
 	out [4]*float32
 }
+
+// k16MinTokens is the fewest tokens the sixteen-row Q4_K kernel takes:
+// packing a tile costs about as much as a few tokens' products, so a
+// small batch (a decode step shared by a few requests) is faster through
+// the two-row × four-token kernel. One worker, 2048×2048, ns per token,
+// sixteen-row against the others: 2 tokens 167660/115640, 4 86936/63387,
+// 8 44442/54903.
+const k16MinTokens = 6
 
 // k16Words is the pass data of mulQ4Kx16x4AVX512 per super-block, in
 // 32-bit words: eight per token's sixteen bsums (room for six tokens),

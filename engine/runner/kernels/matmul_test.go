@@ -142,8 +142,11 @@ func testMatMulTokenGroups(t *testing.T) {
 						k := m.mulTokens(0, min(rows, 16), make([]float32, T*rows), T, qx, tp)
 						tp.release()
 						// A short last group of Q5_K or Q6_K may be
-						// left to the row kernels.
-						if k != T && (!kq || k != T&^7) {
+						// left to the row kernels, and so may a last
+						// single token of a Q4_K batch too small for the
+						// sixteen-row kernel.
+						q4kSmall := typ == gguf.Q4_K && T < k16MinTokens && T%4 == 1 && k == T-1
+						if k != T && (!kq || k != T&^7) && !q4kSmall {
 							t.Fatalf("%s rows=%d cols=%d raw=%v T=%d: multi-token kernel took %d tokens", typ, rows, cols, raw, T, k)
 						}
 					}
