@@ -22,3 +22,6 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack { return nil }
 
 // release does nothing.
 func (tp *tokenPack) release() {}
+
+// k16MinTokens: nor does the sixteen-row Q4_K kernel.
+const k16MinTokens = 0
