@@ -43,18 +43,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func cmdFleetVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fleet verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defURL := "nats://127.0.0.1:4222"
-	if v := os.Getenv("NATS_URL"); v != "" {
-		defURL = v
-	}
-	var conn fleet.ConnOptions
-	fs.StringVar(&conn.URL, "url", defURL, "NATS server URL(s), comma-separated (default from $NATS_URL when set)")
-	fs.StringVar(&conn.Creds, "creds", "", "NATS user credentials file (JWT and NKey)")
-	fs.StringVar(&conn.NKeySeedFile, "nkey", "", "NATS user NKey seed file")
-	fs.StringVar(&conn.User, "user", "", "NATS user name")
-	fs.StringVar(&conn.CAFile, "tlsca", "", "CA certificate file that verifies the server")
-	fs.StringVar(&conn.CertFile, "tlscert", "", "client certificate file (mutual TLS)")
-	fs.StringVar(&conn.KeyFile, "tlskey", "", "client key file (mutual TLS)")
+	conn := connFlags(fs)
 	stream := fs.String("stream", fleet.DefaultStream, "JetStream stream holding the receipts")
 	durable := fs.String("durable", fleet.DefaultDurable, "durable pull consumer name")
 	trustPath := fs.String("trust", "", "file of trusted steward ids, one 64-hex key per line (# comments); without it every steward is accepted under the id its subject names")
@@ -92,7 +81,7 @@ func cmdFleetVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nc, err := fleet.Dial(ctx, conn, log, 100*time.Millisecond, 5*time.Second)
+	nc, err := fleet.Dial(ctx, *conn, log, 100*time.Millisecond, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -228,4 +217,22 @@ func printNewProblems(w io.Writer, r fleet.Report, seen map[string]int) {
 		}
 		seen[""] = len(r.Fleet)
 	}
+}
+
+// connFlags defines the NATS connection flags that fleet verify and
+// fleet report share; the server URL defaults to $NATS_URL when set.
+func connFlags(fs *flag.FlagSet) *fleet.ConnOptions {
+	defURL := "nats://127.0.0.1:4222"
+	if v := os.Getenv("NATS_URL"); v != "" {
+		defURL = v
+	}
+	conn := &fleet.ConnOptions{}
+	fs.StringVar(&conn.URL, "url", defURL, "NATS server URL(s), comma-separated (default from $NATS_URL when set)")
+	fs.StringVar(&conn.Creds, "creds", "", "NATS user credentials file (JWT and NKey)")
+	fs.StringVar(&conn.NKeySeedFile, "nkey", "", "NATS user NKey seed file")
+	fs.StringVar(&conn.User, "user", "", "NATS user name")
+	fs.StringVar(&conn.CAFile, "tlsca", "", "CA certificate file that verifies the server")
+	fs.StringVar(&conn.CertFile, "tlscert", "", "client certificate file (mutual TLS)")
+	fs.StringVar(&conn.KeyFile, "tlskey", "", "client key file (mutual TLS)")
+	return conn
 }

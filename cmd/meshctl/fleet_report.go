@@ -461,18 +461,7 @@ func cmdFleetAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 func cmdFleetReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fleet report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defURL := "nats://127.0.0.1:4222"
-	if v := os.Getenv("NATS_URL"); v != "" {
-		defURL = v
-	}
-	var conn fleet.ConnOptions
-	fs.StringVar(&conn.URL, "url", defURL, "NATS server URL(s), comma-separated (default from $NATS_URL when set)")
-	fs.StringVar(&conn.Creds, "creds", "", "NATS user credentials file (JWT and NKey)")
-	fs.StringVar(&conn.NKeySeedFile, "nkey", "", "NATS user NKey seed file")
-	fs.StringVar(&conn.User, "user", "", "NATS user name")
-	fs.StringVar(&conn.CAFile, "tlsca", "", "CA certificate file that verifies the server")
-	fs.StringVar(&conn.CertFile, "tlscert", "", "client certificate file (mutual TLS)")
-	fs.StringVar(&conn.KeyFile, "tlskey", "", "client key file (mutual TLS)")
+	conn := connFlags(fs)
 	stream := fs.String("stream", fleet.DefaultStream, "JetStream stream holding the receipts")
 	durable := fs.String("durable", defaultReportDurable, "durable pull consumer name (the report's own, so fleet verify's is not moved)")
 	trustPath := fs.String("trust", "", "file of trusted steward ids, one 64-hex key per line; stewards not in it are left out (without it every steward is accepted under the id its subject names)")
@@ -507,7 +496,7 @@ func cmdFleetReport(ctx context.Context, args []string, stdout, stderr io.Writer
 	conn.Password = os.Getenv("NATS_PASSWORD")
 	conn.Name = "meshctl fleet report"
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nc, err := fleet.Dial(ctx, conn, log, 100*time.Millisecond, 5*time.Second)
+	nc, err := fleet.Dial(ctx, *conn, log, 100*time.Millisecond, 5*time.Second)
 	if err != nil {
 		return err
 	}
