@@ -439,15 +439,28 @@ func TestLivePageInChromium(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", what, err, pageState())
 		}
 	}
+	// text reads an element's text in one evaluation in the page: the
+	// live tables replace their rows as updates arrive, so a node found
+	// by one call may be gone by the next (reading it by node id then
+	// fails under load). A row missing at that moment is waited for.
 	text := func(sel string) string {
 		t.Helper()
 		c, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		s, err := chromedp.Run(c, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
+		const missing = "\x00missing"
+		js := `(() => { const e = document.querySelector(` + strconv.Quote(sel) + `); return e ? e.innerText : "\x00missing"; })()`
+		for {
+			if err := chromedp.Do(c, chromedp.WaitReady(chromedp.CSS(sel))); err != nil {
+				t.Fatalf("text of %s: %v", sel, err)
+			}
+			s, err := chromedp.Run(c, chromedp.Evaluate[string](js))
+			if err != nil {
+				t.Fatalf("text of %s: %v", sel, err)
+			}
+			if s != missing {
+				return strings.TrimSpace(s)
+			}
 		}
-		return strings.TrimSpace(s)
 	}
 	points := func() int {
 		t.Helper()
