@@ -309,7 +309,7 @@ func receiptVectors() ([]receiptVector, error) {
 	}
 	req := func(s string) string { return wire.ContentOf([]byte(s)).String() }
 	const t0 = 1_767_225_600_000
-	idle := uint64(1_850_000)
+	idle := uint64(50_000)
 	hw := DraftMeta{Sequence: 0, NonceHex: nonce(0), SealedUnixMs: t0,
 		RequestID: req("conformance request hwshunt"), Backend: "gguf-q4", Recipe: "gguf:" + req("model file"),
 		Route:    "gguf-q4: cheapest of 1 admissible (of 2 weighed) at F2 >= F2, est 30000 µJ <= ceiling 50000 µJ",
@@ -324,7 +324,7 @@ func receiptVectors() ([]receiptVector, error) {
 		TokensIn: 10, TokensOut: 20, TokensAccepted: 20,
 		FidelityFloor: 1, ServedFidelity: 2, Provenance: "ModelBased", EstimatedUJ: 9_377,
 		Meter: "ina226@i2c-1:0x40", MeterKind: wire.KindADC, WindowNs: 140_000_000, ServeNs: 138_900_000,
-		ErrorUJ: 1_204, Samples: 61, MaxGapNs: 9_000_000, CoveredPPM: 912_000, PeriodNs: 1_111_000, AccuracyPPM: 3_000,
+		ErrorUJ: 1_204, Samples: 115, MaxGapNs: 9_000_000, CoveredPPM: 912_000, PeriodNs: 1_111_000, AccuracyPPM: 3_000,
 		Shared: 2}
 	gr := DraftMeta{Sequence: 2, NonceHex: nonce(2), SealedUnixMs: t0 + 3000,
 		RequestID: req("conformance request granted"), GrantID: req("conformance grant envelope"), GrantHold: 7, GrantDebitUJ: 4_000,

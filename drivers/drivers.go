@@ -109,6 +109,12 @@ type Accuracy struct {
 	// a bus voltage; a reading beyond it is an overflow. Time the sensor
 	// did not observe is charged at this power in the bound.
 	FullScale func(bus physic.ElectricPotential) physic.Power
+	// MaxPower is the largest power the configured sensor can register
+	// at all: FullScale at the top of the bus range it measures. The
+	// sampler refuses readings above it and seals it with every figure
+	// (x_full_scale_uw), so that a verifier can bound a window's energy.
+	// Zero means unstated.
+	MaxPower physic.Power
 	// Quantum is the energy one reading may lose to the counter's
 	// resolution (counters only; 0 otherwise).
 	Quantum physic.Energy

@@ -199,6 +199,7 @@ func New(z Zone, cfg Config) (*Sensor, error) {
 				GainErr:   gain,
 				Offset:    func(physic.ElectricPotential) physic.Power { return 0 },
 				FullScale: func(physic.ElectricPotential) physic.Power { return maxP },
+				MaxPower:  maxP,
 				Quantum:   max(unit, physic.MicroJoule),
 			},
 		},

@@ -36,7 +36,8 @@ func newGated(period time.Duration) *gated {
 	return &gated{feed: make(chan result2), info: drivers.Info{
 		Kind: drivers.KindConversion, Period: period, MaxPeriod: period * 11 / 10,
 		Accuracy: drivers.Accuracy{GainErr: 0.001,
-			FullScale: func(physic.ElectricPotential) physic.Power { return 20 * physic.Watt }},
+			FullScale: func(physic.ElectricPotential) physic.Power { return 20 * physic.Watt },
+			MaxPower:  20 * physic.Watt},
 	}}
 }
 

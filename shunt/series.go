@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"periph.io/x/conn/v3/physic"
+
 	"meshd/drivers"
 	"meshd/wire"
 )
@@ -131,7 +133,7 @@ func (s *Series) RecordAt(smp drivers.Sample, err error, at time.Time) {
 		fs = math.Abs(float64(acc.FullScale(smp.Bus)))
 		if math.IsNaN(off) || math.IsInf(off, 0) || math.IsNaN(fs) || math.IsInf(fs, 0) {
 			k = kindBadAccuracy
-		} else if p := math.Abs(float64(smp.Power)); p > fs {
+		} else if p := math.Abs(float64(smp.Power)); p > fs || (acc.MaxPower > 0 && p > float64(acc.MaxPower)) {
 			// Beyond full scale: the assumption that bounds unobserved time
 			// is broken, so this reading cannot be trusted either.
 			k = kindOverflow
@@ -286,6 +288,7 @@ func (s *Series) report(res result, serveNs int64, prorata bool) (Report, error)
 		PeriodNs:    uint64(s.info.MaxPeriod.Nanoseconds()),
 		AccuracyPPM: s.declared,
 		Shared:      1,
+		FullScaleUW: fullScaleUW(s.info.Accuracy.MaxPower),
 	}
 	rep.Why = s.why(res, m, uint64(energy), prorata)
 	prov := wire.HwShunt
@@ -436,4 +439,12 @@ func (s *Series) waitLocked() <-chan struct{} {
 		s.notify = make(chan struct{})
 	}
 	return s.notify
+}
+
+// fullScaleUW is a sensor's MaxPower in µW, rounded up; 0 when unstated.
+func fullScaleUW(p physic.Power) uint64 {
+	if p <= 0 {
+		return 0
+	}
+	return uint64((p + physic.MicroWatt - 1) / physic.MicroWatt)
 }

@@ -432,6 +432,11 @@ func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Read
 		m.CoveredPPM = min(m.CoveredPPM, r.Metering.CoveredPPM)
 		m.PeriodNs = max(m.PeriodNs, r.Metering.PeriodNs)
 		m.AccuracyPPM = max(m.AccuracyPPM, r.Metering.AccuracyPPM)
+		// The span's full scale is its members' sum, stated only when
+		// every member states its own.
+		if i == 0 || m.FullScaleUW != 0 {
+			m.FullScaleUW = addFullScale(m.FullScaleUW, r.Metering.FullScaleUW)
+		}
 		if i == 0 || rep.Start.Before(start) {
 			start = rep.Start
 		}
@@ -466,4 +471,16 @@ func reflectNil(m Member) bool {
 		return v == nil
 	}
 	return false
+}
+
+// addFullScale sums two full scales, 0 (unstated) absorbing, saturating
+// rather than wrapping.
+func addFullScale(a, b uint64) uint64 {
+	if b == 0 {
+		return 0
+	}
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
 }

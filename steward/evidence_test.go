@@ -16,7 +16,8 @@ import (
 // with the error bound exactly at the declared accuracy for 5000 µJ.
 func hwMetering() wire.Metering {
 	return wire.Metering{Meter: "ina226@i2c-1:0x40", Kind: wire.KindADC, WindowNs: 10_000_000, ServeNs: 9_500_000,
-		ErrorUJ: 25, Samples: 9, MaxGapNs: 1_100_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 5_000, Shared: 1}
+		ErrorUJ: 25, Samples: 10, MaxGapNs: 1_100_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 5_000, Shared: 1,
+		FullScaleUW: 10_000_000}
 }
 
 // hwDraft is draft(i) measured by hardware: 5000 µJ against 4500 estimated.
@@ -80,7 +81,7 @@ func handCore(r *Receipt) []byte {
 		"measured_uj": r.MeasuredUJ, "uj_per_accepted_token": r.UJPerAcceptedToken,
 		"x_window_ns": r.WindowNs, "x_serve_ns": r.ServeNs, "x_error_uj": r.ErrorUJ, "x_samples": r.Samples,
 		"x_max_gap_ns": r.MaxGapNs, "x_covered_ppm": r.CoveredPPM, "x_period_ns": r.PeriodNs,
-		"x_accuracy_ppm": r.AccuracyPPM, "x_shared": r.Shared, "x_idle_uw": r.IdleUW,
+		"x_accuracy_ppm": r.AccuracyPPM, "x_shared": r.Shared, "x_idle_uw": r.IdleUW, "x_full_scale_uw": r.FullScaleUW,
 		"x_sealed_unix_ms": r.SealedUnixMs, "x_grant_hold": r.GrantHold, "x_grant_debit_uj": r.GrantDebitUJ,
 	} {
 		if v != nil {
@@ -100,7 +101,7 @@ func sealedEvidence(r *Receipt) wire.Metering {
 	}
 	m := wire.Metering{WindowNs: v(r.WindowNs), ServeNs: v(r.ServeNs), ErrorUJ: v(r.ErrorUJ), Samples: v(r.Samples),
 		MaxGapNs: v(r.MaxGapNs), CoveredPPM: v(r.CoveredPPM), PeriodNs: v(r.PeriodNs), AccuracyPPM: v(r.AccuracyPPM),
-		Shared: v(r.Shared), IdleUW: r.IdleUW}
+		Shared: v(r.Shared), IdleUW: r.IdleUW, FullScaleUW: v(r.FullScaleUW)}
 	if r.Meter != nil {
 		m.Meter = *r.Meter
 	}
@@ -124,7 +125,8 @@ func sameMetering(a, b wire.Metering) bool {
 func TestEvidenceValidCombinations(t *testing.T) {
 	k := testKey(t)
 	st := New(k, nil, Options{})
-	idle := uint64(1_850_000)
+	idle := uint64(185_000)   // 1 850 µJ over the 10 ms window, under the 5 000 µJ charged
+	mbIdle := uint64(100_000) // 4 000 µJ over the 40 ms window, under the 5 200 µJ charged
 	cases := []struct {
 		name string
 		d    Draft
@@ -140,13 +142,13 @@ func TestEvidenceValidCombinations(t *testing.T) {
 		{"HwShunt at the accuracy ceiling", withMetering(hwDraft(1), func(m *wire.Metering) { m.AccuracyPPM = wire.MaxHwAccuracyPPM; m.ErrorUJ = 500 })},
 		{"HwShunt bound rounded up", withMetering(withEnergy(hwDraft(1), wire.Measured(5001, 4500)), func(m *wire.Metering) { m.ErrorUJ = 26 })},
 		{"HwShunt largest figure, bound past 2^64/10 needs 128 bits", withMetering(withEnergy(hwDraft(1), wire.Measured(math.MaxUint64, 4500)), func(m *wire.Metering) {
-			m.AccuracyPPM, m.ErrorUJ = wire.MaxHwAccuracyPPM, 1_844_674_407_370_955_162
+			m.AccuracyPPM, m.ErrorUJ, m.FullScaleUW = wire.MaxHwAccuracyPPM, 1_844_674_407_370_955_162, 0
 		})},
 		{"ModelBased point, apportioned, partial coverage", mbDraft(1)},
-		{"ModelBased adc", withMetering(mbDraft(1), func(m *wire.Metering) { m.Kind = wire.KindADC })},
+		{"ModelBased adc", withMetering(mbDraft(1), func(m *wire.Metering) { m.Kind = wire.KindADC; m.Meter = "ina226@i2c-1:0x41" })},
 		{"ModelBased counter", withMetering(mbDraft(1), func(m *wire.Metering) { m.Kind = wire.KindCounter })},
 		{"ModelBased model", withMetering(mbDraft(1), func(m *wire.Metering) { m.Kind = wire.KindModel; m.Meter = "rapl:package-0" })},
-		{"ModelBased with no coverage and idle power", withMetering(mbDraft(1), func(m *wire.Metering) { m.CoveredPPM = 0; m.IdleUW = &idle })},
+		{"ModelBased with no coverage and idle power", withMetering(mbDraft(1), func(m *wire.Metering) { m.CoveredPPM = 0; m.IdleUW = &mbIdle })},
 		{"ModelBased with an unbounded error", withMetering(mbDraft(1), func(m *wire.Metering) { m.ErrorUJ = math.MaxUint64; m.AccuracyPPM = math.MaxUint64 })},
 	}
 	for _, c := range cases {

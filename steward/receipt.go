@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -52,18 +53,21 @@ type Receipt struct {
 	// Extensions (PROFILE.md §6): the evidence an auditor needs to judge
 	// the energy figure (wire.Metering, field for field), and the link to
 	// the grant ledger.
-	Meter        *string `cbor:"x_meter,omitempty"`
-	MeterKind    *string `cbor:"x_meter_kind,omitempty"`
-	WindowNs     *uint64 `cbor:"x_window_ns,omitempty"`
-	ServeNs      *uint64 `cbor:"x_serve_ns,omitempty"`
-	ErrorUJ      *uint64 `cbor:"x_error_uj,omitempty"`
-	Samples      *uint64 `cbor:"x_samples,omitempty"`
-	MaxGapNs     *uint64 `cbor:"x_max_gap_ns,omitempty"`
-	CoveredPPM   *uint64 `cbor:"x_covered_ppm,omitempty"`
-	PeriodNs     *uint64 `cbor:"x_period_ns,omitempty"`
-	AccuracyPPM  *uint64 `cbor:"x_accuracy_ppm,omitempty"`
-	Shared       *uint64 `cbor:"x_shared,omitempty"`
-	IdleUW       *uint64 `cbor:"x_idle_uw,omitempty"`
+	Meter       *string `cbor:"x_meter,omitempty"`
+	MeterKind   *string `cbor:"x_meter_kind,omitempty"`
+	WindowNs    *uint64 `cbor:"x_window_ns,omitempty"`
+	ServeNs     *uint64 `cbor:"x_serve_ns,omitempty"`
+	ErrorUJ     *uint64 `cbor:"x_error_uj,omitempty"`
+	Samples     *uint64 `cbor:"x_samples,omitempty"`
+	MaxGapNs    *uint64 `cbor:"x_max_gap_ns,omitempty"`
+	CoveredPPM  *uint64 `cbor:"x_covered_ppm,omitempty"`
+	PeriodNs    *uint64 `cbor:"x_period_ns,omitempty"`
+	AccuracyPPM *uint64 `cbor:"x_accuracy_ppm,omitempty"`
+	Shared      *uint64 `cbor:"x_shared,omitempty"`
+	IdleUW      *uint64 `cbor:"x_idle_uw,omitempty"`
+	// FullScaleUW is the largest power the meter can register (a span:
+	// its members' sum), so a verifier can bound the window's energy.
+	FullScaleUW  *uint64 `cbor:"x_full_scale_uw,omitempty"`
 	SealedUnixMs *uint64 `cbor:"x_sealed_unix_ms,omitempty"`
 	GrantHold    *uint64 `cbor:"x_grant_hold,omitempty"`
 	// GrantDebitUJ is what the serve debited from the grant: the charged
@@ -251,7 +255,7 @@ func (r *Receipt) CheckConforming() error {
 func (r *Receipt) hasMetering() bool {
 	return r.Meter != nil || r.MeterKind != nil || r.WindowNs != nil || r.ServeNs != nil || r.SealedUnixMs != nil ||
 		r.ErrorUJ != nil || r.Samples != nil || r.MaxGapNs != nil || r.CoveredPPM != nil || r.PeriodNs != nil ||
-		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil
+		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil || r.FullScaleUW != nil
 }
 
 // optUint is one optional integer extension, by key.
@@ -307,8 +311,10 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 			return fieldErr(RefusedCoupling, "evidence rule 3: a %v figure comes from a meter and must carry %s", p, f.key)
 		}
 	}
-	if estimator && r.IdleUW != nil {
-		return fieldErr(RefusedCoupling, "evidence rule 2: Estimator names no meter and carries no samples, but x_idle_uw is present")
+	for _, f := range [...]optUint{{"x_idle_uw", r.IdleUW}, {"x_full_scale_uw", r.FullScaleUW}} {
+		if estimator && f.v != nil {
+			return fieldErr(RefusedCoupling, "evidence rule 2: Estimator names no meter and carries no samples, but %s is present", f.key)
+		}
 	}
 	if (kind == wire.KindEstimator) != estimator || (meter == EstimatorMeter) != estimator {
 		return evidenceErr(2, "Estimator names no meter and carries no samples, and only Estimator uses the estimator: energy_provenance %v, x_meter_kind %q, x_meter %q", p, kind, meter)
@@ -317,7 +323,7 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 		return nil
 	}
 	samples, window, serve := *r.Samples, *r.WindowNs, *r.ServeNs
-	covered, period, gap := *r.CoveredPPM, *r.PeriodNs, *r.MaxGapNs
+	covered, period := *r.CoveredPPM, *r.PeriodNs
 	switch {
 	case samples == 0:
 		return evidenceErr(3, "a %v figure needs at least one reading, x_samples is 0", p)
@@ -330,9 +336,19 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 	case serve > window:
 		return evidenceErr(3, "x_serve_ns %d exceeds x_window_ns %d: the gross window contains the serve", serve, window)
 	}
-	if p != wire.HwShunt {
-		return nil
+	if p == wire.HwShunt {
+		if err := r.checkHardware(e); err != nil {
+			return err
+		}
 	}
+	return r.checkAddsUp(e)
+}
+
+// checkHardware enforces evidence rules 4 and 7: what only a hardware
+// meter's complete observation can claim.
+func (r *Receipt) checkHardware(e wire.Energy) error {
+	kind, window, serve := *r.MeterKind, *r.WindowNs, *r.ServeNs
+	covered, period, gap := *r.CoveredPPM, *r.PeriodNs, *r.MaxGapNs
 	acc, shared, errUJ := *r.AccuracyPPM, *r.Shared, *r.ErrorUJ
 	measured, _ := e.MeasuredUJ()
 	switch {
@@ -350,7 +366,181 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 	if limit, fits := wire.AccuracyLimitUJ(measured, acc); fits && errUJ > limit {
 		return evidenceErr(4, "x_error_uj %d exceeds the meter's declared accuracy: %d ppm of measured_uj %d allows at most %d µJ", errUJ, acc, measured, limit)
 	}
+	// Rule 7: a hardware claim is over a serve that happened, and over at
+	// least one whole conversion of the meter.
+	if serve == 0 {
+		return evidenceErr(7, "HwShunt meters a serve, x_serve_ns is 0")
+	}
+	wh, wl := bits.Mul64(window, wire.FullPPM)
+	if ph, pl := bits.Mul64(period, r.meters().shortestPPM); !geq128(wh, wl, ph, pl) {
+		return evidenceErr(7, "HwShunt integrates whole conversions: x_window_ns %d is shorter than one conversion of a meter declaring x_period_ns %d", window, period)
+	}
 	return nil
+}
+
+// meterSet is what the families of the meters x_meter names guarantee
+// (wire.MeterFamily): a span's members are named in its name.
+type meterSet struct {
+	// known: every member's family is known; any: at least one is.
+	known, any bool
+	families   []wire.MeterFamily
+	// shortestPPM is the smallest of the members' ShortestPPM (the
+	// generic one for a member meshd does not know).
+	shortestPPM uint64
+}
+
+func (r *Receipt) meters() meterSet {
+	set := meterSet{known: true, shortestPPM: wire.GenericShortestPPM}
+	names, ok := wire.SpanMembers(*r.Meter)
+	if !ok {
+		return meterSet{shortestPPM: wire.GenericShortestPPM}
+	}
+	for _, n := range names {
+		f, ok := wire.FamilyOf(n)
+		if !ok {
+			set.known = false
+			continue
+		}
+		set.any = true
+		set.families = append(set.families, f)
+		set.shortestPPM = min(set.shortestPPM, f.ShortestPPM)
+	}
+	return set
+}
+
+// checkAddsUp enforces evidence rules 5, 6 and 8–10 on a meter figure:
+// the evidence must be arithmetic the named hardware could have produced.
+// Rules that need a meter's family apply only to meters meshd knows
+// (wire.FamilyOf); the others hold for any meter.
+func (r *Receipt) checkAddsUp(e wire.Energy) error {
+	samples, window, covered, period := *r.Samples, *r.WindowNs, *r.CoveredPPM, *r.PeriodNs
+	charged, errUJ := e.UJ(), *r.ErrorUJ
+	set := r.meters()
+
+	// Rule 5: readings of at most one period each cover the covered part
+	// of the window, and the window holds no more readings than the
+	// meters' shortest readings fit, plus one cut by each edge.
+	hi, lo := bits.Mul64(window, covered)
+	if h2, l2 := mul3(samples, period, wire.FullPPM); !geq128(h2, l2, hi, lo) {
+		return evidenceErr(5, "%d readings of at most x_period_ns %d cannot cover %d ppm of x_window_ns %d", samples, period, covered, window)
+	}
+	if set.known {
+		most := uint64(0)
+		for _, f := range set.families {
+			most = satAdd(most, satAdd(window/f.ShortestNs, 2))
+		}
+		if samples > most {
+			return evidenceErr(5, "x_samples %d exceeds the %d readings %s can make in x_window_ns %d", samples, most, *r.Meter, window)
+		}
+	}
+
+	// Rule 6: the declared period is one the drivers can configure. A
+	// span declares its members' largest.
+	if set.any {
+		var least, most uint64
+		for _, f := range set.families {
+			least, most = max(least, f.MinPeriodNs), max(most, f.MaxPeriodNs)
+		}
+		if period < least || (set.known && period > most) {
+			return evidenceErr(6, "x_period_ns %d is outside what %s can declare (%d to %d ns)", period, *r.Meter, least, most)
+		}
+	}
+
+	// Rule 8: no window holds more energy than the meter's full scale
+	// over it, error bound included (the limit rounded up), and no idle
+	// power exceeds it.
+	if r.FullScaleUW != nil {
+		fs := *r.FullScaleUW
+		if fs == 0 {
+			return evidenceErr(8, "x_full_scale_uw is 0: a meter registers a positive power")
+		}
+		// charged × 10⁹ ≤ fs × window + errUJ × 10⁹ + 10⁹ − 1
+		lh, ll := bits.Mul64(charged, 1e9)
+		rh, rl := bits.Mul64(fs, window)
+		eh, el := bits.Mul64(errUJ, 1e9)
+		rh, rl, c1 := add128(rh, rl, eh, el)
+		rh, rl, c2 := add128(rh, rl, 0, 1e9-1)
+		if c1 == 0 && c2 == 0 && !geq128(rh, rl, lh, ll) {
+			return evidenceErr(8, "the charged %d µJ exceeds x_full_scale_uw %d over x_window_ns %d plus x_error_uj %d", charged, fs, window, errUJ)
+		}
+		if r.IdleUW != nil && *r.IdleUW > fs {
+			return evidenceErr(8, "x_idle_uw %d exceeds x_full_scale_uw %d", *r.IdleUW, fs)
+		}
+	}
+
+	// Rule 9: the idle power over the window is part of the window's
+	// energy (net never negative): ⌊idle × window / 10⁹⌋ ≤ charged + error.
+	if r.IdleUW != nil {
+		idle := *r.IdleUW
+		lh, ll := bits.Mul64(idle, window)
+		sum, carry := bits.Add64(charged, errUJ, 0)
+		rh, rl := bits.Mul64(sum, 1e9)
+		rh += carry * 1e9
+		rh, rl, _ = add128(rh, rl, 0, 1e9-1)
+		if !geq128(rh, rl, lh, ll) {
+			return evidenceErr(9, "x_idle_uw %d over x_window_ns %d exceeds the charged %d µJ plus x_error_uj %d: net energy would be negative", idle, window, charged, errUJ)
+		}
+	}
+
+	// Rule 10: the kind follows from the meters named, never from the
+	// declaration: a single meter's is its family's, a span's the
+	// weakest of its members'. With a member meshd does not know, the
+	// span is still no stronger than its weakest known member.
+	kind := *r.MeterKind
+	if set.any {
+		strong, weak := 0, 0
+		for _, f := range set.families {
+			strong = max(strong, wire.KindRank(f.Kinds[0]))
+			weak = max(weak, wire.KindRank(f.Kinds[len(f.Kinds)-1]))
+		}
+		rank := wire.KindRank(kind)
+		possible := rank >= strong && (!set.known || rank <= weak)
+		if set.known && possible {
+			possible = false
+			for _, f := range set.families {
+				if slices.Contains(f.Kinds, kind) {
+					possible = true
+				}
+			}
+		}
+		if !possible {
+			return evidenceErr(10, "x_meter_kind %q does not follow from the meters %s names", kind, *r.Meter)
+		}
+	}
+	return nil
+}
+
+// geq128 reports whether (ah, al) ≥ (bh, bl) as 128-bit integers.
+func geq128(ah, al, bh, bl uint64) bool { return ah > bh || (ah == bh && al >= bl) }
+
+// add128 adds two 128-bit integers, returning the carry out.
+func add128(ah, al, bh, bl uint64) (h, l, carry uint64) {
+	l, c := bits.Add64(al, bl, 0)
+	h, carry = bits.Add64(ah, bh, c)
+	return h, l, carry
+}
+
+// mul3 is a × b × c, saturating at 2¹²⁸ − 1.
+func mul3(a, b, c uint64) (h, l uint64) {
+	ph, pl := bits.Mul64(a, b)
+	h1, l1 := bits.Mul64(pl, c)
+	h2, l2 := bits.Mul64(ph, c)
+	if h2 != 0 {
+		return math.MaxUint64, math.MaxUint64
+	}
+	h, carry := bits.Add64(h1, l2, 0)
+	if carry != 0 {
+		return math.MaxUint64, math.MaxUint64
+	}
+	return h, l1
+}
+
+// satAdd adds, saturating at 2⁶⁴ − 1.
+func satAdd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
 }
 
 // evidenceErr is a violation of evidence rule n.
@@ -404,6 +594,7 @@ const (
 	fFidelityFloor
 	fXAccuracyPPM
 	fTokensAccepted
+	fXFullScaleUW
 	fCacheHitTokens
 	fXGrantDebitUJ
 	fXSealedUnixMs
@@ -447,6 +638,7 @@ var coreFields = [numFields]coreField{
 	{"fidelity_floor", fFidelityFloor, false, math.MaxUint8, true},
 	{"x_accuracy_ppm", fXAccuracyPPM, false, math.MaxUint64, false},
 	{"tokens_accepted", fTokensAccepted, false, math.MaxUint32, true},
+	{"x_full_scale_uw", fXFullScaleUW, false, math.MaxUint64, false},
 	{"cache_hit_tokens", fCacheHitTokens, false, math.MaxUint32, true},
 	{"x_grant_debit_uj", fXGrantDebitUJ, false, math.MaxUint64, false},
 	{"x_sealed_unix_ms", fXSealedUnixMs, false, math.MaxUint64, false},
@@ -539,6 +731,8 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return opt(r.Shared)
 	case fXIdleUW:
 		return opt(r.IdleUW)
+	case fXFullScaleUW:
+		return opt(r.FullScaleUW)
 	case fXSamples:
 		return opt(r.Samples)
 	case fXServeNs:
@@ -647,6 +841,8 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.Shared = opt()
 	case fXIdleUW:
 		r.IdleUW = opt()
+	case fXFullScaleUW:
+		r.FullScaleUW = opt()
 	case fXSamples:
 		r.Samples = opt()
 	case fXServeNs:
@@ -897,6 +1093,9 @@ func (r *Receipt) Metering() wire.Metering {
 	if r.IdleUW != nil {
 		x := *r.IdleUW
 		m.IdleUW = &x
+	}
+	if r.FullScaleUW != nil {
+		m.FullScaleUW = *r.FullScaleUW
 	}
 	return m
 }

@@ -162,6 +162,9 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 		if m.IdleUW != nil {
 			r.IdleUW = u64p(*m.IdleUW)
 		}
+		if m.FullScaleUW != 0 {
+			r.FullScaleUW = u64p(m.FullScaleUW)
+		}
 	}
 	if prev != nil {
 		p := prev.String()

@@ -102,4 +102,10 @@ type Metering struct {
 	// window (µW), when one was measured; net energy is the figure minus
 	// IdleUW × WindowNs.
 	IdleUW *uint64
+	// FullScaleUW is the largest power the meter can register, µW
+	// (rounded up): the configured current full scale at the top of the
+	// bus range; for a span, the sum of its members'. 0 means unstated.
+	// No window can hold more energy than FullScaleUW × WindowNs plus
+	// the error bound.
+	FullScaleUW uint64
 }

@@ -262,6 +262,7 @@ func accuracy(c chip, r int64, maxPower physic.Power) drivers.Accuracy {
 			return power(v, inTerm) + l.power + busTerm
 		},
 		FullScale: fullScale,
+		MaxPower:  fullScale(c.busMax),
 		Quantum:   l.energy,
 	}
 }

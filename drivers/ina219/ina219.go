@@ -377,7 +377,7 @@ func adc(a, def ADC, what string) (adcSetting, error) {
 func accuracy(m inareg.Model, cfg Config, cal uint16, pg int, busTol float64) drivers.Accuracy {
 	_, powLSB := m.LSBs(cal, cfg.ShuntMicroOhms)
 	r, imax, vos := float64(cfg.ShuntMicroOhms), float64(cfg.MaxCurrentUA), offsetUV[pg]
-	return drivers.Accuracy{
+	acc := drivers.Accuracy{
 		GainErr: currentErr + busErr + busTol,
 		Offset: func(bus physic.ElectricPotential) physic.Power {
 			return physic.Power(math.Ceil(math.Abs(float64(bus))*vos/r + powLSB)) // nV × µV / µΩ = nW
@@ -387,6 +387,8 @@ func accuracy(m inareg.Model, cfg Config, cal uint16, pg int, busTol float64) dr
 		},
 		DeclaredPPM: cfg.DeclaredPPM,
 	}
+	acc.MaxPower = acc.FullScale(m.BusMax())
+	return acc
 }
 
 // Open resets the INA219 at addr, checks that it is one, programs cfg,

@@ -355,7 +355,7 @@ func accuracy(m inareg.Model, cfg Config, cal uint16, busTol float64) drivers.Ac
 	_, powLSB := m.LSBs(cal, cfg.ShuntMicroOhms)
 	r, imax := float64(cfg.ShuntMicroOhms), float64(cfg.MaxCurrentUA)
 	busOff := busOffNV * imax / 1e6 // nV × µA = fW
-	return drivers.Accuracy{
+	acc := drivers.Accuracy{
 		GainErr: shuntGainErr + busGainErr + busTol,
 		Offset: func(bus physic.ElectricPotential) physic.Power {
 			v := math.Abs(float64(bus))
@@ -367,6 +367,8 @@ func accuracy(m inareg.Model, cfg Config, cal uint16, busTol float64) drivers.Ac
 		},
 		DeclaredPPM: cfg.DeclaredPPM,
 	}
+	acc.MaxPower = acc.FullScale(m.BusMax())
+	return acc
 }
 
 // Open identifies the INA226 at addr, resets it, programs cfg, checks that

@@ -126,6 +126,7 @@ func New(lib nvml.Interface, index int, cfg Config) (s *Sensor, err error) {
 			GainErr:   or(cfg.GainErr, DefaultGainErr),
 			Offset:    func(physic.ElectricPotential) physic.Power { return offset },
 			FullScale: func(physic.ElectricPotential) physic.Power { return fullScale },
+			MaxPower:  fullScale,
 		},
 	}
 	if counter {

@@ -148,6 +148,7 @@ func OpenLine(cfg LineConfig) (*Line, error) {
 			GainErr:   cfg.GainErr,
 			Offset:    func(physic.ElectricPotential) physic.Power { return off },
 			FullScale: func(physic.ElectricPotential) physic.Power { return full },
+			MaxPower:  full,
 		},
 	}
 	l.since = l.clock.Now()

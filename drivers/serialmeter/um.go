@@ -243,6 +243,7 @@ func umAccuracy(model Model) drivers.Accuracy {
 			return physic.Power(int64(bus/physic.MicroVolt)*int64(curDigits/physic.MicroAmpere)/1000) + voltTerm
 		},
 		FullScale: func(physic.ElectricPotential) physic.Power { return full },
+		MaxPower:  full,
 	}
 }
 

@@ -189,6 +189,7 @@ func (r *Replay) Info() drivers.Info {
 			GainErr:     r.cfg.GainErr,
 			Offset:      func(physic.ElectricPotential) physic.Power { return physic.Power(off) },
 			FullScale:   func(physic.ElectricPotential) physic.Power { return physic.Power(fs) },
+			MaxPower:    physic.Power(fs),
 			DeclaredPPM: r.cfg.DeclaredPPM,
 		},
 	}

@@ -144,6 +144,12 @@ type Model struct {
 	BusShift         uint
 }
 
+// BusMax is the highest bus voltage the bus register can hold: every
+// reading's bus lies at or below it.
+func (m Model) BusMax() physic.ElectricPotential {
+	return physic.ElectricPotential(0xFFFF>>m.BusShift) * m.BusLSB
+}
+
 // CheckBoard refuses a shunt or maximum current that is not positive.
 func (m Model) CheckBoard(shuntMicroOhms, maxCurrentUA int64) error {
 	if shuntMicroOhms <= 0 {
