@@ -138,7 +138,9 @@ func TestLyingMeterIsHeldToLess(t *testing.T) {
 		mut  func(*wire.Metering)
 		want string
 	}{
-		{"point sampler", func(m *wire.Metering) { m.Kind = wire.KindPoint }, "ModelBased"},
+		// Named as no family meshd knows: an INA226 is never a point
+		// meter (evidence rule 10).
+		{"point sampler", func(m *wire.Metering) { m.Meter, m.Kind = "point@test", wire.KindPoint }, "ModelBased"},
 		{"half covered", func(m *wire.Metering) { m.CoveredPPM = 500000 }, "ModelBased"},
 		{"huge bound", func(m *wire.Metering) { m.ErrorUJ = 1e9 }, "ModelBased"},
 		{"ten second gap", func(m *wire.Metering) { m.MaxGapNs = 10e9 }, "ModelBased"},

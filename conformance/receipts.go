@@ -86,6 +86,7 @@ type DraftMeta struct {
 	AccuracyPPM uint64  `json:"accuracy_ppm"`
 	Shared      uint64  `json:"shared"`
 	IdleUW      *uint64 `json:"idle_uw,omitempty"`
+	FullScaleUW uint64  `json:"full_scale_uw,omitempty"`
 }
 
 func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, error) {
@@ -100,7 +101,7 @@ func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, e
 		Floor: wire.Fidelity(m.FidelityFloor), Served: wire.Fidelity(m.ServedFidelity),
 		Metering: wire.Metering{Meter: m.Meter, Kind: m.MeterKind, WindowNs: m.WindowNs, ServeNs: m.ServeNs,
 			ErrorUJ: m.ErrorUJ, Samples: m.Samples, MaxGapNs: m.MaxGapNs, CoveredPPM: m.CoveredPPM, PeriodNs: m.PeriodNs,
-			AccuracyPPM: m.AccuracyPPM, Shared: m.Shared, IdleUW: m.IdleUW},
+			AccuracyPPM: m.AccuracyPPM, Shared: m.Shared, IdleUW: m.IdleUW, FullScaleUW: m.FullScaleUW},
 	}
 	p, err := wire.ParseProvenance(m.Provenance)
 	if err != nil {
@@ -317,7 +318,7 @@ func receiptVectors() ([]receiptVector, error) {
 		FidelityFloor: 2, ServedFidelity: 2, Provenance: "HwShunt", MeasuredUJ: 28_913, EstimatedUJ: 30_000,
 		Meter: "ina226@i2c-1:0x40", MeterKind: wire.KindADC, WindowNs: 412_132_000, ServeNs: 410_250_000,
 		ErrorUJ: 87, Samples: 371, MaxGapNs: 1_104_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 3_000,
-		Shared: 1, IdleUW: &idle}
+		Shared: 1, IdleUW: &idle, FullScaleUW: 41_000_000}
 	mb := DraftMeta{Sequence: 1, NonceHex: nonce(1), SealedUnixMs: t0 + 1500,
 		RequestID: req("conformance request modelbased"), Backend: "gguf-q4", Recipe: "gguf:" + req("model file"),
 		Route:    "gguf-q4: cheapest of 1 admissible (of 2 weighed) at F2 >= F1, est 9000 µJ <= ceiling 50000 µJ",
@@ -325,7 +326,7 @@ func receiptVectors() ([]receiptVector, error) {
 		FidelityFloor: 1, ServedFidelity: 2, Provenance: "ModelBased", EstimatedUJ: 9_377,
 		Meter: "ina226@i2c-1:0x40", MeterKind: wire.KindADC, WindowNs: 140_000_000, ServeNs: 138_900_000,
 		ErrorUJ: 1_204, Samples: 115, MaxGapNs: 9_000_000, CoveredPPM: 912_000, PeriodNs: 1_111_000, AccuracyPPM: 3_000,
-		Shared: 2}
+		Shared: 2, FullScaleUW: 41_000_000}
 	gr := DraftMeta{Sequence: 2, NonceHex: nonce(2), SealedUnixMs: t0 + 3000,
 		RequestID: req("conformance request granted"), GrantID: req("conformance grant envelope"), GrantHold: 7, GrantDebitUJ: 4_000,
 		Backend: "ref-mid", Recipe: "reference/v1:work=64",
@@ -509,6 +510,32 @@ func receiptVectors() ([]receiptVector, error) {
 			steward.RefusedMissingField, 0, "x_meter_kind removed", func(r *steward.Receipt) { r.MeterKind = nil }},
 		{"evidence-kind-unknown", "hwshunt with an x_meter_kind that is none of the five kinds",
 			steward.RefusedFieldValue, 0, `x_meter_kind = "shunt"`, func(r *steward.Receipt) { r.MeterKind = text("shunt") }},
+		// Evidence that does not add up (evidence rules 5-10).
+		{"evidence-samples-short-of-window", "hwshunt claiming 1 reading of a 1.111 ms period over a 10 s window (rule 5)",
+			steward.RefusedEvidence, 0, "x_samples = 1, x_window_ns = 10000000000, x_serve_ns = 9000000000",
+			func(r *steward.Receipt) { r.Samples, r.WindowNs, r.ServeNs = u64(1), u64(10_000_000_000), u64(9_000_000_000) }},
+		{"evidence-samples-over-window", "hwshunt claiming 1e9 INA226 readings in 412 ms (rule 5)",
+			steward.RefusedEvidence, 0, "x_samples = 1000000000", func(r *steward.Receipt) { r.Samples = u64(1_000_000_000) }},
+		{"evidence-period-out-of-range", "hwshunt from an INA226 declaring a 1 h period and gap, more than 1024 averages of two 8.244 ms conversions allow (rule 6)",
+			steward.RefusedEvidence, 0, "x_period_ns = x_max_gap_ns = 3600000000000, x_window_ns = x_serve_ns = 3600000000000",
+			func(r *steward.Receipt) {
+				r.PeriodNs, r.MaxGapNs, r.WindowNs, r.ServeNs = u64(3_600_000_000_000), u64(3_600_000_000_000), u64(3_600_000_000_000), u64(3_600_000_000_000)
+			}},
+		{"evidence-hwshunt-no-serve", "hwshunt over a serve of 0 ns (rule 7)",
+			steward.RefusedEvidence, 0, "x_serve_ns = 0", func(r *steward.Receipt) { r.ServeNs = u64(0) }},
+		{"evidence-hwshunt-window-under-period", "hwshunt for 60 tokens over a 1 ns window, shorter than one conversion (rule 7)",
+			steward.RefusedEvidence, 0, "x_window_ns = 1, x_serve_ns = 1, x_samples = 1, x_max_gap_ns = 1",
+			func(r *steward.Receipt) { r.WindowNs, r.ServeNs, r.Samples, r.MaxGapNs = u64(1), u64(1), u64(1), u64(1) }},
+		{"evidence-over-full-scale", "hwshunt charging more than 41 W of full scale over its 412 ms window (rule 8)",
+			steward.RefusedEvidence, 0, "x_full_scale_uw = 10000",
+			func(r *steward.Receipt) { r.FullScaleUW = u64(10_000) }},
+		{"evidence-idle-over-full-scale", "hwshunt whose idle power is 1e12 µW, above its full scale (rule 8)",
+			steward.RefusedEvidence, 0, "x_idle_uw = 1000000000000", func(r *steward.Receipt) { r.IdleUW = u64(1_000_000_000_000) }},
+		{"evidence-idle-over-energy", "hwshunt whose idle power over the window exceeds its charged energy: net energy negative (rule 9)",
+			steward.RefusedEvidence, 0, "x_idle_uw = 1000000", func(r *steward.Receipt) { r.IdleUW = u64(1_000_000) }},
+		{"evidence-kind-not-derived", "hwshunt from span(ina226@i2c-1:0x40+rapl:package-0) declared adc: the span's kind is its weakest member's, model (rule 10)",
+			steward.RefusedEvidence, 0, `x_meter = "span(ina226@i2c-1:0x40+rapl:package-0)"`,
+			func(r *steward.Receipt) { r.Meter = text("span(ina226@i2c-1:0x40+rapl:package-0)") }},
 	}
 	for _, f := range forgeries {
 		if err := forge(f.name, f.desc, f.refusal, f.base, chain[f.base].dm, f.mutation, f.mut); err != nil {

@@ -345,3 +345,86 @@ func TestEvidenceForgeriesRefused(t *testing.T) {
 		})
 	}
 }
+
+// The impossible receipts an independent check found sealed and verified
+// with the steward's own key, each refused at seal (Build and Seal) and at
+// verify (OpenEnvelope) by the evidence rule that names it; the same draft
+// with consistent evidence seals and verifies.
+func TestImpossibleEvidenceRefused(t *testing.T) {
+	k := testKey(t)
+	st := New(k, nil, Options{})
+	nonce := make([]byte, NonceSize)
+	idle := uint64(1_000_000_000_000)
+	hw := func(f func(*wire.Metering)) Draft { return withMetering(hwDraft(1), f) }
+	cases := []struct {
+		name string
+		d    Draft
+		rule string // "" for consistent evidence
+	}{
+		{"consistent: chained INA226 conversions", hwDraft(1), ""},
+		{"consistent: one whole conversion", withMetering(withEnergy(hwDraft(1), wire.Measured(1100, 1000)), func(m *wire.Metering) {
+			// A single 1 ms conversion (nominal 1 ms, declared 1.1 ms) read
+			// at 1 W against a 10 W full scale.
+			m.WindowNs, m.ServeNs, m.Samples, m.MaxGapNs, m.PeriodNs, m.ErrorUJ = 1_000_000, 900_000, 1, 1_000_000, 1_100_000, 5
+		}), ""},
+		{"consistent: a span of INA226 and RAPL, ModelBased of kind model", withEnergy(hw(func(m *wire.Metering) {
+			m.Meter, m.Kind, m.Shared = "span(ina226@i2c-1:0x40+rapl:package-0)", wire.KindModel, 1
+		}), wire.Modelled(nil, 5000)), ""},
+		{"consistent: a foreign meter, generic rules only", hw(func(m *wire.Metering) { m.Meter, m.FullScaleUW = "acme-meter/7", 0 }), ""},
+		{"1 sample over a 10 s window at a 1.1 ms period", hw(func(m *wire.Metering) {
+			m.Samples, m.WindowNs, m.ServeNs, m.PeriodNs, m.MaxGapNs = 1, 10e9, 9e9, 1_100_000, 1_100_000
+		}), "evidence rule 5"},
+		{"a 1-hour period and gap from one sample", hw(func(m *wire.Metering) {
+			m.Samples, m.WindowNs, m.ServeNs, m.PeriodNs, m.MaxGapNs = 1, 3600e9, 3600e9, 3600e9, 3600e9
+		}), "evidence rule 6"},
+		{"1e9 samples in 101 ms", hw(func(m *wire.Metering) { m.Samples, m.WindowNs, m.ServeNs = 1e9, 101e6, 100e6 }), "evidence rule 5"},
+		{"x_idle_uw = 1e12 µW", hw(func(m *wire.Metering) { m.IdleUW = &idle }), "evidence rule 8"},
+		{"x_idle_uw = 1e12 µW on a foreign meter", hw(func(m *wire.Metering) { m.Meter, m.FullScaleUW, m.IdleUW = "acme-meter/7", 0, &idle }), "evidence rule 9"},
+		{"a span naming rapl declared adc", hw(func(m *wire.Metering) { m.Meter = "span(ina226@i2c-1:0x40+rapl:package-0)" }), "evidence rule 10"},
+		{"a span naming rapl and a foreign meter declared adc", hw(func(m *wire.Metering) { m.Meter = "span(acme-meter/7+rapl:package-0)" }), "evidence rule 10"},
+		{"a RAPL zone declared counter", withEnergy(hw(func(m *wire.Metering) { m.Meter, m.Kind = "rapl:package-0", wire.KindCounter }), wire.Modelled(nil, 5000)), "evidence rule 10"},
+		{"a 1 ns window for 5 tokens", hw(func(m *wire.Metering) { m.WindowNs, m.ServeNs, m.Samples, m.MaxGapNs = 1, 1, 1, 1 }), "evidence rule 7"},
+		{"HwShunt over no serve", hw(func(m *wire.Metering) { m.ServeNs = 0 }), "evidence rule 7"},
+		{"energy beyond full scale", hw(func(m *wire.Metering) { m.FullScaleUW = 100_000 }), "evidence rule 8"},
+		{"a full scale of 0", hw(func(m *wire.Metering) { m.FullScaleUW = 0 }), ""}, // unstated: Build drops it
+		{"idle above the window's energy", hw(func(m *wire.Metering) { v := uint64(600_000); m.IdleUW = &v }), "evidence rule 9"},
+		{"INA219 period below its fastest conversion", hw(func(m *wire.Metering) {
+			m.Meter, m.PeriodNs, m.MaxGapNs, m.Samples = "ina219@i2c-1:0x41", 80_000, 80_000, 125
+		}), "evidence rule 6"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := st.Build(c.d, 0, nil, nonce, testClock())
+			if c.rule == "" {
+				if err != nil {
+					t.Fatalf("consistent evidence refused at seal: %v", err)
+				}
+				if _, err := OpenEnvelope(fSign1(k.priv, handCore(r)), k.Public()); err != nil {
+					t.Fatalf("consistent evidence refused at verify: %v", err)
+				}
+				return
+			}
+			check := func(stage string, err error) {
+				t.Helper()
+				if ReasonOf(err) != RefusedEvidence || !strings.Contains(err.Error(), c.rule+":") {
+					t.Fatalf("%s: %v, want %s [%s]", stage, err, c.rule, RefusedEvidence)
+				}
+			}
+			check("Build", err)
+			dir := filepath.Join(t.TempDir(), "receipts")
+			lst, l, _ := openTestLog(t, dir, k, LogOptions{NoSync: true, CheckpointEvery: -1})
+			_, err = lst.Seal(bg, c.d)
+			check("Seal", err)
+			if l.Next() != 0 {
+				t.Fatalf("a refused seal moved the log to %d", l.Next())
+			}
+			l.Close()
+			forged, err := st.assemble(c.d, 0, nil, nonce, testClock())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = OpenEnvelope(fSign1(k.priv, handCore(forged)), k.Public())
+			check("OpenEnvelope", err)
+		})
+	}
+}

@@ -173,7 +173,8 @@ func hwDraft(i byte) steward.Draft {
 		Request: wire.ContentOf([]byte{'h', i}), Backend: "b", Recipe: "r", Route: "why",
 		Outcome: wire.ServeOutcome{TokensOut: 2, TokensAccepted: 2}, Energy: wire.Measured(5000, 4500),
 		Metering: wire.Metering{Meter: "ina226@i2c-1:0x40", Kind: wire.KindADC, WindowNs: 10_000_000, ServeNs: 9_500_000,
-			ErrorUJ: 25, Samples: 9, MaxGapNs: 1_100_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 5_000, Shared: 1},
+			ErrorUJ: 25, Samples: 10, MaxGapNs: 1_100_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 5_000, Shared: 1,
+			FullScaleUW: 10_000_000},
 	}
 }
 
@@ -188,18 +189,38 @@ func TestVerifyRefusesForgedEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	u64 := func(v uint64) *uint64 { return &v }
+	text := func(s string) *string { return &s }
 	cases := []struct {
 		name string
 		mut  func(*steward.Receipt)
+		rule string // the rule the printed refusal names
 	}{
-		{"honest", nil},
+		{"honest", nil, ""},
 		{"estimator as meter, 0 samples, 0 ns window", func(r *steward.Receipt) {
 			m := steward.EstimatorMeter
 			r.Meter, r.Samples, r.WindowNs, r.ServeNs = &m, u64(0), u64(0), u64(0)
-		}},
-		{"1 sample and a 10 s gap", func(r *steward.Receipt) { r.Samples, r.MaxGapNs = u64(1), u64(10_000_000_000) }},
-		{"1e9 µJ bound", func(r *steward.Receipt) { r.ErrorUJ = u64(1_000_000_000) }},
-		{"apportioned", func(r *steward.Receipt) { r.Shared = u64(2) }},
+		}, "evidence rule 2"},
+		{"1 sample and a 10 s gap", func(r *steward.Receipt) { r.Samples, r.MaxGapNs = u64(1), u64(10_000_000_000) }, "evidence rule 4"},
+		{"1e9 µJ bound", func(r *steward.Receipt) { r.ErrorUJ = u64(1_000_000_000) }, "evidence rule 4"},
+		{"apportioned", func(r *steward.Receipt) { r.Shared = u64(2) }, "evidence rule 4"},
+		// Evidence that does not add up.
+		{"1 sample over 10 s at a 1.1 ms period", func(r *steward.Receipt) {
+			r.Samples, r.WindowNs, r.ServeNs, r.PeriodNs, r.MaxGapNs = u64(1), u64(10_000_000_000), u64(9_000_000_000), u64(1_100_000), u64(1_100_000)
+		}, "evidence rule 5"},
+		{"1-hour period and gap from one sample", func(r *steward.Receipt) {
+			h := uint64(3_600_000_000_000)
+			r.Samples, r.WindowNs, r.ServeNs, r.PeriodNs, r.MaxGapNs = u64(1), u64(h), u64(h), u64(h), u64(h)
+		}, "evidence rule 6"},
+		{"1e9 samples in 101 ms", func(r *steward.Receipt) {
+			r.Samples, r.WindowNs, r.ServeNs = u64(1_000_000_000), u64(101_000_000), u64(100_000_000)
+		}, "evidence rule 5"},
+		{"idle 1e12 µW", func(r *steward.Receipt) { r.IdleUW = u64(1_000_000_000_000) }, "evidence rule 8"},
+		{"span naming rapl declared adc", func(r *steward.Receipt) {
+			r.Meter = text("span(ina226@i2c-1:0x40+rapl:package-0)")
+		}, "evidence rule 10"},
+		{"1 ns window for 2 tokens", func(r *steward.Receipt) {
+			r.WindowNs, r.ServeNs, r.Samples, r.MaxGapNs = u64(1), u64(1), u64(1), u64(1)
+		}, "evidence rule 7"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -253,8 +274,9 @@ func TestVerifyRefusesForgedEvidence(t *testing.T) {
 				steward.ReasonOf(logErr) != steward.RefusedEvidence {
 				t.Fatalf("forged log record: %v", logErr)
 			}
-			if steward.ReasonOf(envErr) != steward.RefusedEvidence {
-				t.Fatalf("forged envelope: %v", envErr)
+			if steward.ReasonOf(envErr) != steward.RefusedEvidence || !strings.Contains(envErr.Error(), c.rule+":") ||
+				!strings.Contains(envErr.Error(), "["+string(steward.RefusedEvidence)+"]") {
+				t.Fatalf("forged envelope: %v, want a refusal naming %s [%s]", envErr, c.rule, steward.RefusedEvidence)
 			}
 		})
 	}
