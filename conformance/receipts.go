@@ -513,7 +513,9 @@ func receiptVectors() ([]receiptVector, error) {
 		// Evidence that does not add up (evidence rules 5-10).
 		{"evidence-samples-short-of-window", "hwshunt claiming 1 reading of a 1.111 ms period over a 10 s window (rule 5)",
 			steward.RefusedEvidence, 0, "x_samples = 1, x_window_ns = 10000000000, x_serve_ns = 9000000000",
-			func(r *steward.Receipt) { r.Samples, r.WindowNs, r.ServeNs = u64(1), u64(10_000_000_000), u64(9_000_000_000) }},
+			func(r *steward.Receipt) {
+				r.Samples, r.WindowNs, r.ServeNs = u64(1), u64(10_000_000_000), u64(9_000_000_000)
+			}},
 		{"evidence-samples-over-window", "hwshunt claiming 1e9 INA226 readings in 412 ms (rule 5)",
 			steward.RefusedEvidence, 0, "x_samples = 1000000000", func(r *steward.Receipt) { r.Samples = u64(1_000_000_000) }},
 		{"evidence-period-out-of-range", "hwshunt from an INA226 declaring a 1 h period and gap, more than 1024 averages of two 8.244 ms conversions allow (rule 6)",
@@ -525,7 +527,9 @@ func receiptVectors() ([]receiptVector, error) {
 			steward.RefusedEvidence, 0, "x_serve_ns = 0", func(r *steward.Receipt) { r.ServeNs = u64(0) }},
 		{"evidence-hwshunt-window-under-period", "hwshunt for 60 tokens over a 1 ns window, shorter than one conversion (rule 7)",
 			steward.RefusedEvidence, 0, "x_window_ns = 1, x_serve_ns = 1, x_samples = 1, x_max_gap_ns = 1",
-			func(r *steward.Receipt) { r.WindowNs, r.ServeNs, r.Samples, r.MaxGapNs = u64(1), u64(1), u64(1), u64(1) }},
+			func(r *steward.Receipt) {
+				r.WindowNs, r.ServeNs, r.Samples, r.MaxGapNs = u64(1), u64(1), u64(1), u64(1)
+			}},
 		{"evidence-over-full-scale", "hwshunt charging more than 41 W of full scale over its 412 ms window (rule 8)",
 			steward.RefusedEvidence, 0, "x_full_scale_uw = 10000",
 			func(r *steward.Receipt) { r.FullScaleUW = u64(10_000) }},

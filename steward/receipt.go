@@ -100,7 +100,7 @@ var ErrField = errors.New("receipt field rule violated")
 
 // RefusedEvidence: the metering evidence does not support
 // energy_provenance, or contradicts itself (PROFILE.md §6, evidence rules
-// 2–4). Like every Reason it names refusals in the conformance vectors, so
+// 2–10). Like every Reason it names refusals in the conformance vectors, so
 // it is never renamed.
 const RefusedEvidence Reason = "evidence"
 
