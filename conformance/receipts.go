@@ -555,16 +555,22 @@ func receiptVectors() ([]receiptVector, error) {
 	}{
 		{"route-not-cheapest", "routed with node-b (25000 µJ) admissible: gguf-q4 (30000 µJ) is no longer the cheapest admissible",
 			`node-b's verdict "unhealthy" -> "admissible"`,
-			func(r *steward.Receipt) { *r.RouteCandidates = strings.Replace(*r.RouteCandidates, "25000 unhealthy", "25000 admissible", 1) }},
+			func(r *steward.Receipt) {
+				*r.RouteCandidates = strings.Replace(*r.RouteCandidates, "25000 unhealthy", "25000 admissible", 1)
+			}},
 		{"route-tie-not-earliest", "routed served by the later of two 30000 µJ admissible candidates",
 			`backend = "gguf q8; F3 30000 admissible"`,
 			func(r *steward.Receipt) { r.Backend = "gguf q8; F3 30000 admissible" }},
 		{"route-verdict-below-floor", "routed with ref-tiny (F1 under floor F2) marked admissible",
 			`ref-tiny's verdict "below floor" -> "admissible"`,
-			func(r *steward.Receipt) { *r.RouteCandidates = strings.Replace(*r.RouteCandidates, "4000 below floor", "4000 admissible", 1) }},
+			func(r *steward.Receipt) {
+				*r.RouteCandidates = strings.Replace(*r.RouteCandidates, "4000 below floor", "4000 admissible", 1)
+			}},
 		{"route-verdict-over-ceiling", "routed with frontier (900000 µJ over the 50000 µJ x_ceiling_uj) marked admissible",
 			`frontier's verdict "over ceiling" -> "admissible"`,
-			func(r *steward.Receipt) { *r.RouteCandidates = strings.Replace(*r.RouteCandidates, "900000 over ceiling", "900000 admissible", 1) }},
+			func(r *steward.Receipt) {
+				*r.RouteCandidates = strings.Replace(*r.RouteCandidates, "900000 over ceiling", "900000 admissible", 1)
+			}},
 		{"route-ceiling-lowered", "routed with x_ceiling_uj lowered to 29999: the served candidate's 30000 µJ estimate is over it",
 			"x_ceiling_uj = 29999", func(r *steward.Receipt) { v := uint64(29_999); r.CeilingUJ = &v }},
 		{"route-failed-after-served", "routed with the later 30000 µJ candidate marked failed, though backends are tried cheapest first and gguf-q4 served before it",
