@@ -341,22 +341,44 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
-	b := candidates[dec.Chosen]
-	ev.Backend = b.Name()
-	meter := t.meterFor(b.Name())
-	if a.requireMeter && meter != nil {
-		if hc, ok := meter.(HealthChecker); ok {
-			if err := hc.Health(); err != nil {
-				ev.Reason = "unmetered"
-				return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w: %v", id, b.Name(), ErrUnmetered, err)}
+	var (
+		b        engine.Backend
+		meter    Meter
+		res      engine.Result
+		energy   wire.Energy
+		metering wire.Metering
+	)
+	for {
+		b = candidates[dec.Chosen]
+		ev.Backend = b.Name()
+		meter = t.meterFor(b.Name())
+		if a.requireMeter && meter != nil {
+			if hc, ok := meter.(HealthChecker); ok {
+				if err := hc.Health(); err != nil {
+					ev.Reason = "unmetered"
+					return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w: %v", id, b.Name(), ErrUnmetered, err)}
+				}
 			}
 		}
-	}
-	eopts := opts.Engine
-	eopts.Grant = opts.Grant
-	res, energy, metering, err := a.metered(ctx, b, meter, req, prompt, eopts)
-	if err != nil {
-		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w", id, b.Name(), err)}
+		eopts := opts.Engine
+		eopts.Grant = opts.Grant
+		emitted := false
+		if emit := eopts.Emit; emit != nil {
+			eopts.Emit = func(p []byte) error { emitted = true; return emit(p) }
+		}
+		res, energy, metering, err = a.metered(ctx, b, meter, req, prompt, eopts)
+		if err == nil {
+			break
+		}
+		// Fall back to the next cheapest admissible backend only when this
+		// one failed as a backend (it now reports itself unhealthy, as a
+		// node that did not answer does), the caller has seen none of its
+		// output and is still there. The receipt then lists it as failed.
+		if emitted || ctx.Err() != nil || !reportsUnhealthy(b) || !dec.fallBack(err, req.JouleCeilingUJ) {
+			return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w", id, b.Name(), err)}
+		}
+		a.log.Warn("backend failed; falling back to the next cheapest admissible", "failed", b.Name(),
+			"next", dec.Candidates[dec.Chosen].Backend, "err", err)
 	}
 	if err := ctx.Err(); err != nil {
 		// The engine finished but the caller is gone: it will never read
@@ -382,6 +404,10 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		Served:   b.Fidelity(),
 		Energy:   energy,
 		Metering: metering,
+		// The route as taken: every backend weighed, with the estimate the
+		// router used, and any tried and failed before this one served.
+		Candidates: dec.receipt(),
+		CeilingUJ:  req.JouleCeilingUJ,
 	}
 	if hold != nil {
 		// The grant is debited the charged figure, capped at the hold the
@@ -523,6 +549,12 @@ func (a *Agent) seal(ctx context.Context, d steward.Draft, res engine.Result, b 
 		}
 	}
 	return nil, err
+}
+
+// reportsUnhealthy reports whether b now says it is unhealthy.
+func reportsUnhealthy(b engine.Backend) bool {
+	h, ok := b.(engine.HealthReporter)
+	return ok && h.Health() != nil
 }
 
 func estimate(ujPerToken, tokens uint64) uint64 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"meshd/engine"
+	"meshd/steward"
 	"meshd/wire"
 )
 
@@ -21,6 +22,9 @@ type RouteCandidate struct {
 	Admissible bool
 	// Reason says why an inadmissible backend was passed over.
 	Reason string
+	// Verdict is the candidate's verdict as the receipt records it in
+	// x_route_candidates (PROFILE §4).
+	Verdict steward.Verdict
 }
 
 // Decision is the outcome of routing one request.
@@ -31,6 +35,11 @@ type Decision struct {
 	// Justification is the one-line, human-readable reason for the route
 	// (or for the refusal), sealed into the receipt as `route`.
 	Justification string
+	// Failed counts the backends tried for this serve that failed before
+	// Chosen served it.
+	Failed int
+	floor  wire.Fidelity
+	notes  []string // where each candidate's µJ/token came from
 }
 
 // ErrNoRoute is wrapped when no backend is admissible.
@@ -56,7 +65,7 @@ func route(req wire.ServeRequest, backends []engine.Backend, cost func(engine.Ba
 		}
 	}
 	notes := make([]string, len(backends))
-	d := Decision{Chosen: -1, Candidates: make([]RouteCandidate, len(backends))}
+	d := Decision{Chosen: -1, Candidates: make([]RouteCandidate, len(backends)), floor: req.FidelityFloor, notes: notes}
 	if err := req.Validate(); err != nil {
 		return d, err
 	}
@@ -67,31 +76,52 @@ func route(req wire.ServeRequest, backends []engine.Backend, cost func(engine.Ba
 		notes[i] = note
 		hi, lo := bits.Mul64(per, tokens)
 		c.EstTotalUJ, c.Overflow = lo, hi != 0
-		var sick error
-		if h, ok := b.(engine.HealthReporter); ok {
-			sick = h.Health()
-		}
+		// Floor and ceiling first: they follow from the candidate's
+		// numbers, so the receipt's reader can check them; health is asked
+		// only of a backend that would otherwise be admissible.
 		switch {
-		case sick != nil:
-			c.Reason = fmt.Sprintf("unhealthy: %v", sick)
 		case c.Fidelity < req.FidelityFloor:
-			c.Reason = fmt.Sprintf("below floor: %v < %v", c.Fidelity, req.FidelityFloor)
+			c.Reason, c.Verdict = fmt.Sprintf("below floor: %v < %v", c.Fidelity, req.FidelityFloor), steward.VerdictBelowFloor
 		case c.Overflow:
-			c.Reason = fmt.Sprintf("over ceiling: estimate overflows 64 bits > %d µJ", req.JouleCeilingUJ)
+			c.Reason, c.Verdict = fmt.Sprintf("over ceiling: estimate overflows 64 bits > %d µJ", req.JouleCeilingUJ), steward.VerdictOverCeiling
 		case c.EstTotalUJ > req.JouleCeilingUJ:
-			c.Reason = fmt.Sprintf("over ceiling: est %d µJ > %d µJ", c.EstTotalUJ, req.JouleCeilingUJ)
+			c.Reason, c.Verdict = fmt.Sprintf("over ceiling: est %d µJ > %d µJ", c.EstTotalUJ, req.JouleCeilingUJ), steward.VerdictOverCeiling
 		default:
-			c.Admissible = true
-			if d.Chosen < 0 || c.EstTotalUJ < d.Candidates[d.Chosen].EstTotalUJ {
-				d.Chosen = i
+			var sick error
+			if h, ok := b.(engine.HealthReporter); ok {
+				sick = h.Health()
 			}
+			if sick != nil {
+				c.Reason, c.Verdict = fmt.Sprintf("unhealthy: %v", sick), steward.VerdictUnhealthy
+				break
+			}
+			c.Admissible, c.Verdict = true, steward.VerdictAdmissible
 		}
 		d.Candidates[i] = c
 	}
+	d.Chosen = d.cheapest()
 	if d.Chosen < 0 {
 		d.Justification = refusal(req, d.Candidates)
 		return d, fmt.Errorf("%w: %s", ErrNoRoute, d.Justification)
 	}
+	d.justify(req.JouleCeilingUJ)
+	return d, nil
+}
+
+// cheapest is the admissible candidate with the lowest estimate, ties to
+// the earliest weighed; -1 when none is admissible.
+func (d *Decision) cheapest() int {
+	best := -1
+	for i, c := range d.Candidates {
+		if c.Admissible && (best < 0 || c.EstTotalUJ < d.Candidates[best].EstTotalUJ) {
+			best = i
+		}
+	}
+	return best
+}
+
+// justify writes the one-line route for Chosen.
+func (d *Decision) justify(ceiling uint64) {
 	c := d.Candidates[d.Chosen]
 	admissible := 0
 	for _, x := range d.Candidates {
@@ -99,9 +129,50 @@ func route(req wire.ServeRequest, backends []engine.Backend, cost func(engine.Ba
 			admissible++
 		}
 	}
-	d.Justification = fmt.Sprintf("%s: cheapest of %d admissible (of %d weighed) at %v >= %v, est %d µJ <= ceiling %d µJ (%s)",
-		c.Backend, admissible, len(d.Candidates), c.Fidelity, req.FidelityFloor, c.EstTotalUJ, req.JouleCeilingUJ, notes[d.Chosen])
-	return d, nil
+	after := ""
+	if d.Failed > 0 {
+		after = fmt.Sprintf(" after %d failed", d.Failed)
+	}
+	note := ""
+	if d.Chosen < len(d.notes) {
+		note = d.notes[d.Chosen]
+	}
+	d.Justification = fmt.Sprintf("%s: cheapest of %d admissible (of %d weighed)%s at %v >= %v, est %d µJ <= ceiling %d µJ (%s)",
+		c.Backend, admissible, len(d.Candidates), after, c.Fidelity, d.floor, c.EstTotalUJ, ceiling, note)
+}
+
+// fallBack records that Chosen was tried and failed with err, and moves
+// Chosen to the next cheapest admissible candidate. It reports false, and
+// leaves the decision unchanged, when there is none.
+func (d *Decision) fallBack(err error, ceiling uint64) bool {
+	if d.Chosen < 0 {
+		return false
+	}
+	prev := d.Chosen
+	c := &d.Candidates[prev]
+	c.Admissible = false
+	next := d.cheapest()
+	if next < 0 {
+		c.Admissible = true
+		return false
+	}
+	c.Reason, c.Verdict = fmt.Sprintf("failed: %v", err), steward.VerdictFailed
+	d.Chosen = next
+	d.Failed++
+	d.justify(ceiling)
+	return true
+}
+
+// receipt is the decision as x_route_candidates records it.
+func (d *Decision) receipt() []steward.Candidate {
+	out := make([]steward.Candidate, len(d.Candidates))
+	for i, c := range d.Candidates {
+		out[i] = steward.Candidate{Backend: c.Backend, Fidelity: c.Fidelity, EstTotalUJ: c.EstTotalUJ, Overflow: c.Overflow, Verdict: c.Verdict}
+		if c.Overflow {
+			out[i].EstTotalUJ = 0
+		}
+	}
+	return out
 }
 
 func refusal(req wire.ServeRequest, cs []RouteCandidate) string {

@@ -60,11 +60,15 @@ type MetaBackend struct {
 	Work       int    `json:"work"`
 }
 
-// MetaCandidate is the router's record of one backend.
+// MetaCandidate is the router's record of one backend; backend, fidelity,
+// est_total_uj and verdict are what the receipt's x_route_candidates
+// carries for it.
 type MetaCandidate struct {
 	Backend    string `json:"backend"`
+	Fidelity   uint8  `json:"fidelity"`
 	EstTotalUJ uint64 `json:"est_total_uj"`
 	Admissible bool   `json:"admissible"`
+	Verdict    string `json:"verdict"`
 	Reason     string `json:"reason,omitempty"`
 }
 
@@ -150,7 +154,7 @@ func Generate(ctx context.Context, scratch string) (*Vectors, error) {
 	meta.Chosen = resp.Sealed.Receipt.Backend
 	meta.Route = resp.Decision.Justification
 	for _, c := range resp.Decision.Candidates {
-		meta.Candidates = append(meta.Candidates, MetaCandidate{c.Backend, c.EstTotalUJ, c.Admissible, c.Reason})
+		meta.Candidates = append(meta.Candidates, MetaCandidate{c.Backend, uint8(c.Fidelity), c.EstTotalUJ, c.Admissible, string(c.Verdict), c.Reason})
 	}
 	meta.EnvelopeID = resp.Sealed.ID.String()
 	core, err := resp.Sealed.Receipt.EncodeCore()

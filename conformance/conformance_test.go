@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"meshd/steward"
 	"meshd/wire"
 )
 
@@ -185,7 +186,7 @@ func TestSignedCoreIsCanonicalAndPlain(t *testing.T) {
 	for _, k := range []string{"mesh_receipt", "request_id", "backend", "recipe", "route", "tokens_in", "tokens_out",
 		"tokens_accepted", "cache_hit_tokens", "spec_proposed", "spec_accepted", "fidelity_floor", "fidelity_met",
 		"estimated_uj", "uj_per_accepted_token", "energy_provenance", "sequence", "nonce", "steward",
-		"x_meter", "x_meter_kind", "x_window_ns", "x_serve_ns", "x_sealed_unix_ms"} {
+		"x_meter", "x_meter_kind", "x_window_ns", "x_serve_ns", "x_sealed_unix_ms", "x_ceiling_uj", "x_route_candidates"} {
 		if _, ok := keys[k]; !ok {
 			t.Errorf("signed core lacks %q", k)
 		}
@@ -206,6 +207,22 @@ func TestSignedCoreIsCanonicalAndPlain(t *testing.T) {
 	}
 	if got := string(keys["request_id"].bytes); got != meta.RequestID {
 		t.Errorf("request_id %s, meta says %s", got, meta.RequestID)
+	}
+	// The route is auditable from the core: the ceiling is the request's,
+	// and the candidates are the router's, in the order weighed.
+	if got := keys["x_ceiling_uj"].arg; got != meta.Request.JouleCeilingUJ {
+		t.Errorf("x_ceiling_uj %d, meta's request says %d", got, meta.Request.JouleCeilingUJ)
+	}
+	cs, err := steward.ParseCandidates(string(keys["x_route_candidates"].bytes))
+	if err != nil || len(cs) != len(meta.Candidates) {
+		t.Fatalf("x_route_candidates %q against %d meta candidates: %v", keys["x_route_candidates"].bytes, len(meta.Candidates), err)
+	}
+	for i, c := range cs {
+		m := meta.Candidates[i]
+		if c.Backend != m.Backend || uint8(c.Fidelity) != m.Fidelity || c.EstTotalUJ != m.EstTotalUJ || string(c.Verdict) != m.Verdict ||
+			(c.Verdict == steward.VerdictAdmissible) != m.Admissible {
+			t.Errorf("candidate %d on the receipt %+v, in meta %+v", i, c, m)
+		}
 	}
 	est, acc := keys["estimated_uj"].arg, keys["tokens_accepted"].arg
 	if keys["uj_per_accepted_token"].arg != est/acc {

@@ -87,6 +87,11 @@ type DraftMeta struct {
 	Shared      uint64  `json:"shared"`
 	IdleUW      *uint64 `json:"idle_uw,omitempty"`
 	FullScaleUW uint64  `json:"full_scale_uw,omitempty"`
+	// RouteCandidates is x_route_candidates as the steward writes it from
+	// the draft's candidates, and CeilingUJ the request's ceiling; both
+	// absent on a draft that carries no route.
+	RouteCandidates string `json:"route_candidates,omitempty"`
+	CeilingUJ       uint64 `json:"ceiling_uj,omitempty"`
 }
 
 func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, error) {
@@ -106,6 +111,12 @@ func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, e
 	p, err := wire.ParseProvenance(m.Provenance)
 	if err != nil {
 		return steward.Draft{}, nil, nil, time.Time{}, err
+	}
+	if m.RouteCandidates != "" {
+		if d.Candidates, err = steward.ParseCandidates(m.RouteCandidates); err != nil {
+			return steward.Draft{}, nil, nil, time.Time{}, err
+		}
+		d.CeilingUJ = m.CeilingUJ
 	}
 	var measured *uint64
 	if p == wire.HwShunt {
@@ -545,6 +556,73 @@ func receiptVectors() ([]receiptVector, error) {
 		if err := forge(f.name, f.desc, f.refusal, f.base, chain[f.base].dm, f.mutation, f.mut); err != nil {
 			return nil, err
 		}
+	}
+
+	// The route as taken (PROFILE.md §4): six candidates with every
+	// verdict, a name that holds the grammar's own separators, a tie the
+	// earlier one wins and a node that failed before the served backend.
+	routed := hw
+	routed.NonceHex, routed.RequestID = nonce(3), req("conformance request routed")
+	routed.Route = "gguf-q4: cheapest of 2 admissible (of 6 weighed) after 1 failed at F2 >= F2, est 30000 µJ <= ceiling 50000 µJ (configured 300 µJ/token)"
+	routed.CeilingUJ = 50_000
+	routed.RouteCandidates = "8:ref-tiny F1 4000 below floor;6:node-a F2 20000 failed;6:node-b F3 25000 unhealthy;" +
+		"7:gguf-q4 F2 30000 admissible;28:gguf q8; F3 30000 admissible F3 30000 admissible;8:frontier F4 900000 over ceiling"
+	rr, err := vk.build(routed)
+	if err != nil {
+		return nil, fmt.Errorf("vector routed: %w", err)
+	}
+	if *rr.RouteCandidates != routed.RouteCandidates {
+		return nil, fmt.Errorf("vector routed: the steward writes x_route_candidates %q", *rr.RouteCandidates)
+	}
+	rCore, rEnv, err := vk.seal(rr)
+	if err != nil {
+		return nil, err
+	}
+	positive("routed", "HwShunt receipt carrying the route: x_ceiling_uj 50000 and x_route_candidates with every verdict (below floor, failed, unhealthy, admissible, over ceiling), a length-prefixed name holding \";\", spaces and a verdict, and a 30000 µJ tie won by the earlier; gguf-q4 is the cheapest admissible, node-a failed before it",
+		sealed{routed, rr, rCore, rEnv})
+	for _, f := range []struct {
+		name, desc, mutation string
+		mut                  func(*steward.Receipt)
+	}{
+		{"route-not-cheapest", "routed with node-b (25000 µJ) admissible: gguf-q4 (30000 µJ) is no longer the cheapest admissible",
+			`node-b's verdict "unhealthy" -> "admissible"`,
+			func(r *steward.Receipt) {
+				*r.RouteCandidates = strings.Replace(*r.RouteCandidates, "25000 unhealthy", "25000 admissible", 1)
+			}},
+		{"route-tie-not-earliest", "routed served by the later of two 30000 µJ admissible candidates",
+			`backend = "gguf q8; F3 30000 admissible"`,
+			func(r *steward.Receipt) { r.Backend = "gguf q8; F3 30000 admissible" }},
+		{"route-verdict-below-floor", "routed with ref-tiny (F1 under floor F2) marked admissible",
+			`ref-tiny's verdict "below floor" -> "admissible"`,
+			func(r *steward.Receipt) {
+				*r.RouteCandidates = strings.Replace(*r.RouteCandidates, "4000 below floor", "4000 admissible", 1)
+			}},
+		{"route-verdict-over-ceiling", "routed with frontier (900000 µJ over the 50000 µJ x_ceiling_uj) marked admissible",
+			`frontier's verdict "over ceiling" -> "admissible"`,
+			func(r *steward.Receipt) {
+				*r.RouteCandidates = strings.Replace(*r.RouteCandidates, "900000 over ceiling", "900000 admissible", 1)
+			}},
+		{"route-ceiling-lowered", "routed with x_ceiling_uj lowered to 29999: the served candidate's 30000 µJ estimate is over it",
+			"x_ceiling_uj = 29999", func(r *steward.Receipt) { v := uint64(29_999); r.CeilingUJ = &v }},
+		{"route-failed-after-served", "routed with the later 30000 µJ candidate marked failed, though backends are tried cheapest first and gguf-q4 served before it",
+			`"gguf q8; F3 30000 admissible"'s verdict -> "failed"`,
+			func(r *steward.Receipt) {
+				*r.RouteCandidates = strings.Replace(*r.RouteCandidates, "admissible F3 30000 admissible", "admissible F3 30000 failed", 1)
+			}},
+		{"route-malformed", "routed with a name's length prefix one short (27 for a 28-byte name)",
+			"28: -> 27:", func(r *steward.Receipt) { *r.RouteCandidates = strings.Replace(*r.RouteCandidates, "28:", "27:", 1) }},
+		{"route-ceiling-missing", "routed without x_ceiling_uj: the candidates cannot be judged",
+			"x_ceiling_uj removed", func(r *steward.Receipt) { r.CeilingUJ = nil }},
+	} {
+		r := *rr
+		rc := *rr.RouteCandidates
+		r.RouteCandidates = &rc
+		f.mut(&r)
+		_, env, err := vk.seal(&r)
+		if err != nil {
+			return nil, fmt.Errorf("vector %s: %w", f.name, err)
+		}
+		negative(f.name, f.desc, steward.RefusedRoute, 0, [][]byte{env}, []EnvelopeMeta{with(routed, f.mutation+"; re-signed")})
 	}
 
 	broken := mb

@@ -109,7 +109,8 @@ func TestReceiptVectors(t *testing.T) {
 		})
 	}
 	// The forged-evidence battery: every rule an HwShunt claim rests on.
-	if kinds["accept"] < 5 || kinds["refuse"] < 20 || refusals[string(steward.RefusedEvidence)] < 10 {
+	// The route battery: every rule x_route_candidates is judged by.
+	if kinds["accept"] < 6 || kinds["refuse"] < 28 || refusals[string(steward.RefusedEvidence)] < 10 || refusals[string(steward.RefusedRoute)] < 8 {
 		t.Fatalf("vector set shrank: %v, refusals %v", kinds, refusals)
 	}
 }

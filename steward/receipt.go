@@ -80,6 +80,12 @@ type Receipt struct {
 	// energy figure and its evidence are that receipt's.
 	UpstreamReceipt *string `cbor:"x_upstream_receipt,omitempty"`
 	UpstreamSteward *string `cbor:"x_upstream_steward,omitempty"`
+	// CeilingUJ is the request's joule_ceiling_uj and RouteCandidates
+	// every backend the router weighed (PROFILE §4), so that the route is
+	// auditable from the receipt: the backend served must be the cheapest
+	// admissible candidate.
+	CeilingUJ       *uint64 `cbor:"x_ceiling_uj,omitempty"`
+	RouteCandidates *string `cbor:"x_route_candidates,omitempty"`
 
 	// Foreign holds the "x_" keys meshd does not define, from receipts
 	// sealed by other implementations. They are signed, so they are kept
@@ -235,6 +241,11 @@ func (r *Receipt) CheckConforming() error {
 	}
 	if r.UpstreamReceipt != nil && (!wire.IsLowerHex(*r.UpstreamReceipt, 32) || !wire.IsLowerHex(*r.UpstreamSteward, 32)) {
 		return fieldErr(RefusedFieldValue, "x_upstream_receipt and x_upstream_steward must be 32-byte values in lower-case hex")
+	}
+	if r.CeilingUJ != nil || r.RouteCandidates != nil {
+		if err := r.checkRoute(); err != nil {
+			return err
+		}
 	}
 	for i, x := range r.Foreign {
 		if !strings.HasPrefix(x.Key, "x_") || fieldIndex(x.Key) >= 0 {
@@ -585,6 +596,7 @@ const (
 	fEstimatedUJ
 	fFidelityMet
 	fMeshReceipt
+	fXCeilingUJ
 	fXGrantHold
 	fXMaxGapNs
 	fXMeterKind
@@ -599,6 +611,7 @@ const (
 	fXGrantDebitUJ
 	fXSealedUnixMs
 	fEnergyProvenance
+	fXRouteCandidates
 	fXUpstreamReceipt
 	fXUpstreamSteward
 	fUJPerAcceptedToken
@@ -629,6 +642,7 @@ var coreFields = [numFields]coreField{
 	{"estimated_uj", fEstimatedUJ, false, math.MaxUint64, true},
 	{"fidelity_met", fFidelityMet, false, math.MaxUint8, true},
 	{"mesh_receipt", fMeshReceipt, true, 0, true},
+	{"x_ceiling_uj", fXCeilingUJ, false, math.MaxUint64, false},
 	{"x_grant_hold", fXGrantHold, false, math.MaxUint64, false},
 	{"x_max_gap_ns", fXMaxGapNs, false, math.MaxUint64, false},
 	{"x_meter_kind", fXMeterKind, true, 0, false},
@@ -643,6 +657,7 @@ var coreFields = [numFields]coreField{
 	{"x_grant_debit_uj", fXGrantDebitUJ, false, math.MaxUint64, false},
 	{"x_sealed_unix_ms", fXSealedUnixMs, false, math.MaxUint64, false},
 	{"energy_provenance", fEnergyProvenance, true, 0, true},
+	{"x_route_candidates", fXRouteCandidates, true, 0, false},
 	{"x_upstream_receipt", fXUpstreamReceipt, true, 0, false},
 	{"x_upstream_steward", fXUpstreamSteward, true, 0, false},
 	{"uj_per_accepted_token", fUJPerAcceptedToken, false, math.MaxUint64, false},
@@ -695,6 +710,10 @@ func (r *Receipt) text(id fieldID) (string, bool) {
 	case fGrantID:
 		if r.GrantID != nil {
 			return *r.GrantID, true
+		}
+	case fXRouteCandidates:
+		if r.RouteCandidates != nil {
+			return *r.RouteCandidates, true
 		}
 	case fXUpstreamReceipt:
 		if r.UpstreamReceipt != nil {
@@ -755,6 +774,8 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return r.EstimatedUJ, true
 	case fFidelityMet:
 		return uint64(r.FidelityMet), true
+	case fXCeilingUJ:
+		return opt(r.CeilingUJ)
 	case fXGrantHold:
 		return opt(r.GrantHold)
 	case fXMaxGapNs:
@@ -813,6 +834,9 @@ func (d *decoded) setText(id fieldID, s string) {
 	case fGrantID:
 		d.text[id] = s
 		r.GrantID = &d.text[id]
+	case fXRouteCandidates:
+		d.text[id] = s
+		r.RouteCandidates = &d.text[id]
 	case fXUpstreamReceipt:
 		d.text[id] = s
 		r.UpstreamReceipt = &d.text[id]
@@ -865,6 +889,8 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.EstimatedUJ = v
 	case fFidelityMet:
 		r.FidelityMet = uint8(v)
+	case fXCeilingUJ:
+		r.CeilingUJ = opt()
 	case fXGrantHold:
 		r.GrantHold = opt()
 	case fXMaxGapNs:

@@ -29,6 +29,12 @@ type Draft struct {
 	// Upstream names the receipt another steward sealed for this serve,
 	// when it was forwarded to another node; nil otherwise.
 	Upstream *Upstream
+	// Candidates are the backends the router weighed, in the order
+	// weighed, and CeilingUJ the request's joule_ceiling_uj they were
+	// judged against; sealed as x_route_candidates and x_ceiling_uj when
+	// Candidates is non-nil.
+	Candidates []Candidate
+	CeilingUJ  uint64
 }
 
 // Upstream is the receipt a forwarded serve was sealed under upstream.
@@ -165,6 +171,13 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 		if m.FullScaleUW != 0 {
 			r.FullScaleUW = u64p(m.FullScaleUW)
 		}
+	}
+	if d.Candidates != nil {
+		cs, err := FormatCandidates(d.Candidates)
+		if err != nil {
+			return nil, refuse(RefusedRoute, fmt.Errorf("%w: %v", ErrField, err))
+		}
+		r.RouteCandidates, r.CeilingUJ = &cs, u64p(d.CeilingUJ)
 	}
 	if prev != nil {
 		p := prev.String()

@@ -311,11 +311,13 @@ type Receipt struct {
 	Sequence uint64         `json:"sequence"`
 	Receipt  map[string]any `json:"receipt"`
 	Envelope string         `json:"envelope"`
+	// RouteCandidates is the receipt's x_route_candidates parsed.
+	RouteCandidates []RouteCandidate `json:"route_candidates,omitempty"`
 }
 
 func receiptOf(sd *steward.Sealed) *Receipt {
 	return &Receipt{ID: sd.ID.String(), Sequence: sd.Receipt.Sequence, Receipt: ReceiptFields(sd.Receipt),
-		Envelope: base64.StdEncoding.EncodeToString(sd.Envelope)}
+		Envelope: base64.StdEncoding.EncodeToString(sd.Envelope), RouteCandidates: RouteCandidates(sd.Receipt)}
 }
 
 // ReceiptFields is r as a map under its CBOR field names, absent optional

@@ -51,7 +51,7 @@ func (s *Server) receipts(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out = append(out, &Receipt{ID: o.ID.String(), Sequence: o.Receipt.Sequence, Receipt: ReceiptFields(o.Receipt),
-			Envelope: base64.StdEncoding.EncodeToString(env)})
+			Envelope: base64.StdEncoding.EncodeToString(env), RouteCandidates: RouteCandidates(o.Receipt)})
 	}
 	next := from + uint64(len(out))
 	writeJSON(w, http.StatusOK, map[string]any{"receipts": out, "next_after": int64(next) - 1, "durable": log.Durable()})

@@ -66,6 +66,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(stdout, "envelope OK: sequence %d, request %s, steward %s, id %s\n",
 			o.Receipt.Sequence, o.Receipt.RequestID, o.Receipt.Steward, o.ID)
+		printRoute(stdout, o.Receipt)
 		return nil
 	}
 	opt := steward.VerifyOptions{Trusted: trusted, ExpectCount: *count, Workers: *workers}
@@ -126,6 +127,28 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			rep.TornBytes, rep.TornAt, rep.TornSegment)}
 	}
 	return nil
+}
+
+// printRoute prints the candidates a receipt proves its route by, when it
+// carries them; OpenEnvelope has checked that they do.
+func printRoute(w io.Writer, r *steward.Receipt) {
+	cs, err := r.Candidates()
+	if err != nil || cs == nil {
+		return
+	}
+	fmt.Fprintf(w, "route: %s\n", r.Route)
+	fmt.Fprintf(w, "candidates (floor %v, ceiling %d µJ):\n", wire.Fidelity(r.FidelityFloor), *r.CeilingUJ)
+	for _, c := range cs {
+		est := "overflow"
+		if !c.Overflow {
+			est = fmt.Sprintf("%d µJ", c.EstTotalUJ)
+		}
+		served := ""
+		if c.Backend == r.Backend {
+			served = "  <- served"
+		}
+		fmt.Fprintf(w, "  %-20q %v  est %-14s %s%s\n", c.Backend, c.Fidelity, est, c.Verdict, served)
+	}
 }
 
 // readEnvelopeFile reads a binary or hex envelope, bounded before it

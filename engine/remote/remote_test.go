@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,8 +79,9 @@ func TestForwardedServeCarriesUpstreamReceipt(t *testing.T) {
 	}
 }
 
-// A node that dies is a failed serve with its reason; the router then
-// passes it over and falls back to the other node.
+// A node that dies fails the serve over to the next cheapest node, and
+// the receipt says so (cheap failed); the router then passes it over
+// (unhealthy) without trying it. Both receipts prove their route.
 func TestDeadNodeIsPassedOver(t *testing.T) {
 	cheap, dear := startUpstream(t, 10), startUpstream(t, 50)
 	front, _ := startNode(t, remoteBackend("cheap", cheap, cheap.srv.URL, 10)+remoteBackend("dear", dear, dear.srv.URL, 50))
@@ -89,14 +89,24 @@ func TestDeadNodeIsPassedOver(t *testing.T) {
 		t.Fatalf("first serve: %v", err)
 	}
 	cheap.srv.Close()
-	_, err := serve(t, front, "second")
-	var se *agent.ServeError
-	if !errors.As(err, &se) || !strings.Contains(err.Error(), "remote cheap") {
-		t.Fatalf("serve on a dead node: %v", err)
-	}
-	resp, err := serve(t, front, "third")
-	if err != nil || resp.Sealed.Receipt.Backend != "dear" || !strings.Contains(resp.Decision.Candidates[0].Reason, "unhealthy") {
-		t.Fatalf("fallback serve: %v %+v", err, resp)
+	for _, c := range []struct {
+		prompt, verdict, reason string
+	}{
+		{"second", "failed", "failed: remote cheap"},
+		{"third", "unhealthy", "unhealthy: remote cheap"},
+	} {
+		resp, err := serve(t, front, c.prompt)
+		if err != nil || resp.Sealed.Receipt.Backend != "dear" || !strings.HasPrefix(resp.Decision.Candidates[0].Reason, c.reason) {
+			t.Fatalf("%s serve: %v %+v", c.prompt, err, resp)
+		}
+		o, err := steward.OpenEnvelope(resp.Sealed.Envelope, front.Key.Public())
+		if err != nil {
+			t.Fatalf("%s serve's receipt does not verify: %v", c.prompt, err)
+		}
+		cs, err := o.Receipt.Candidates()
+		if err != nil || len(cs) != 2 || string(cs[0].Verdict) != c.verdict || cs[1].Verdict != steward.VerdictAdmissible {
+			t.Fatalf("%s serve's x_route_candidates %q: %v", c.prompt, *o.Receipt.RouteCandidates, err)
+		}
 	}
 }
 
