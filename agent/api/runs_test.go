@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"meshd/agent/api/apitest"
+	"meshd/agent/api/client"
 	"meshd/agent/node"
 	"meshd/rag"
 	"meshd/steward"
@@ -173,4 +174,36 @@ func canon(t *testing.T, raw json.RawMessage) string {
 		t.Fatal(err)
 	}
 	return string(c)
+}
+
+// The client's record calls verify what they return: a run opened, a
+// serve in it, and its close, each checked against the steward key and
+// its document.
+func TestRunsThroughClient(t *testing.T) {
+	st := apitest.Start(t, apitest.RefBackends, node.Options{})
+	c, err := client.New(st.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	open, err := c.OpenRun(ctx, client.RunOpen{WorkloadSHA256: strings.Repeat("a1", 32), Repetitions: 1, ServesDeclared: 1, Harness: "h", Caller: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := open.Sequence
+	s, err := c.Serve(ctx, client.ServeRequest{Prompt: "in the run", MaxTokens: 2, Run: &run})
+	if err != nil || s.Receipt.Receipt.Run == nil || *s.Receipt.Receipt.Run != run {
+		t.Fatalf("serve: %v", err)
+	}
+	cl, err := c.CloseRun(ctx, run, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := steward.DecodeRunCloseDoc(cl.Document)
+	if err != nil || d.Status != steward.RunComplete || d.Serves[0] != s.Receipt.Receipt.Sequence {
+		t.Fatalf("close: %+v %v", d, err)
+	}
+	if _, err := c.CloseRun(ctx, run, ""); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("second close: %v", err)
+	}
 }
