@@ -30,6 +30,7 @@ type Agent struct {
 	costs        *costs
 	log          *slog.Logger
 	observe      func(Event)
+	runs         runs // the open runs (runs.go)
 }
 
 // table is the part of an Agent a reload replaces as a whole, so a serve
@@ -96,6 +97,9 @@ type Config struct {
 	// Observe, when set, is told of every serve's end (sealed, refused or
 	// failed), synchronously, for metrics; it must not block.
 	Observe func(Event)
+	// RunTimeout closes a run with no request for this long as abandoned
+	// (CloseAbandoned, by Clock); 0 is DefaultRunTimeout.
+	RunTimeout time.Duration
 }
 
 // Routes is what Reconfigure replaces: the backends, their meters and the
@@ -135,6 +139,7 @@ func New(cfg Config) (*Agent, error) {
 	if a.observe == nil {
 		a.observe = func(Event) {}
 	}
+	a.runs.init(cfg.RunTimeout)
 	if err := a.Reconfigure(Routes{Backends: cfg.Backends, Pinned: cfg.Pinned, Meter: cfg.Meter, Meters: cfg.Meters, Grants: cfg.Grants}); err != nil {
 		return nil, err
 	}
@@ -242,6 +247,10 @@ type Options struct {
 	// Backend, when set, is the only backend weighed: a routed or pinned
 	// backend by name. The floor and ceiling still apply.
 	Backend string
+	// Run, when set, names the open run the serve belongs to (its
+	// run-open record's sequence): the receipt carries x_run and the run
+	// counts it. A run that is not open refuses the serve before any work.
+	Run *uint64
 }
 
 // ErrNoBackend is wrapped when a serve names a backend that is not
@@ -256,7 +265,8 @@ type Event struct {
 	// Sealed is the receipt, nil unless the serve was sealed.
 	Sealed *steward.Sealed
 	// Reason classifies a serve that sealed nothing: "bad_request",
-	// "unmetered", "grant", "no_route", "engine", "cancelled", "seal".
+	// "unmetered", "grant", "no_route", "engine", "cancelled", "seal",
+	// "run" (the run it names is not open).
 	Reason string
 	// Err is why the serve sealed nothing, nil when it was sealed.
 	Err error
@@ -296,6 +306,20 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 	if got := wire.ContentOf(prompt); got != req.PromptHash {
 		ev.Reason = "bad_request"
 		return nil, fmt.Errorf("serve: %w: prompt_hash %s does not address the prompt sent (%s)", wire.ErrBadRequest, req.PromptHash, got)
+	}
+	if opts.Run != nil {
+		leave, err := a.enterRun(*opts.Run)
+		if err != nil {
+			ev.Reason = "run"
+			return nil, fmt.Errorf("serve %s: %w", id, err)
+		}
+		defer func() {
+			var seq *uint64
+			if resp != nil {
+				seq = &resp.Sealed.Receipt.Sequence
+			}
+			leave(seq, false)
+		}()
 	}
 	t := a.table.Load()
 	var hold *grant.Hold
@@ -408,6 +432,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		// router used, and any tried and failed before this one served.
 		Candidates: dec.receipt(),
 		CeilingUJ:  req.JouleCeilingUJ,
+		Run:        opts.Run,
 	}
 	if hold != nil {
 		// The grant is debited the charged figure, capped at the hold the

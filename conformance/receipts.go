@@ -92,6 +92,11 @@ type DraftMeta struct {
 	// absent on a draft that carries no route.
 	RouteCandidates string `json:"route_candidates,omitempty"`
 	CeilingUJ       uint64 `json:"ceiling_uj,omitempty"`
+	// Record and Run are x_record and x_run (PROFILE §22); DocumentHex is
+	// the record's document, whose content id is request_id.
+	Record      string  `json:"record,omitempty"`
+	Run         *uint64 `json:"run,omitempty"`
+	DocumentHex string  `json:"document_hex,omitempty"`
 }
 
 func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, error) {
@@ -107,6 +112,7 @@ func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, e
 		Metering: wire.Metering{Meter: m.Meter, Kind: m.MeterKind, WindowNs: m.WindowNs, ServeNs: m.ServeNs,
 			ErrorUJ: m.ErrorUJ, Samples: m.Samples, MaxGapNs: m.MaxGapNs, CoveredPPM: m.CoveredPPM, PeriodNs: m.PeriodNs,
 			AccuracyPPM: m.AccuracyPPM, Shared: m.Shared, IdleUW: m.IdleUW, FullScaleUW: m.FullScaleUW},
+		Record: m.Record, Run: m.Run,
 	}
 	p, err := wire.ParseProvenance(m.Provenance)
 	if err != nil {
@@ -346,6 +352,32 @@ func receiptVectors() ([]receiptVector, error) {
 		Provenance: "Estimator", EstimatedUJ: 6_000, Meter: steward.EstimatorMeter, MeterKind: wire.KindEstimator,
 		WindowNs: 2_500_000, ServeNs: 2_500_000}
 
+	// A run as records (PROFILE §22): run-open at 0, an idle record and a
+	// serve in the run, the run-close naming them.
+	run0 := uint64(0)
+	openDoc := steward.RunOpenDoc{WorkloadSHA256: hex.EncodeToString(make([]byte, 32)), Repetitions: 2, ServesDeclared: 1,
+		Harness: "meshctl conformance", Caller: "conformance", Board: `{"arch":"arm64","cores":4,"cpu_model":"Cortex-A78AE","kernel":"5.15.0","memory_bytes":8000000000}`,
+		Version: "v1.0.0", Meters: `[{"declared_accuracy_ppm":3000,"driver":"ina226","kind":"adc","name":"vdd"}]`}.Encode()
+	idleDoc := steward.IdleDoc{Backend: "gguf-q4", DurationMs: 2000, Run: &run0}.Encode()
+	closeDoc := steward.RunCloseDoc{Run: 0, ServesDeclared: 1, ServesSealed: 1, Serves: []uint64{2}, Idle: []uint64{1}, Status: steward.RunComplete}.Encode()
+	estMeter := func(dm DraftMeta) DraftMeta {
+		dm.Provenance, dm.Meter, dm.MeterKind = "Estimator", steward.EstimatorMeter, wire.KindEstimator
+		return dm
+	}
+	recOpen := estMeter(DraftMeta{Sequence: 0, NonceHex: nonce(10), SealedUnixMs: t0 + 10_000, RequestID: wire.ContentOf(openDoc).String(),
+		Backend: steward.RunBackend, Recipe: steward.RunRecipe, Route: "run open: workload 0000000000000000, 1 serves declared, 2 repetitions",
+		Record: steward.RecordRunOpen, DocumentHex: hex.EncodeToString(openDoc)})
+	recIdle := DraftMeta{Sequence: 1, NonceHex: nonce(11), SealedUnixMs: t0 + 12_000, RequestID: wire.ContentOf(idleDoc).String(),
+		Backend: "gguf-q4", Recipe: steward.IdleRecipe, Route: "idle: 2000 ms on ina226@i2c-1:0x40", Provenance: "HwShunt", MeasuredUJ: 3_700_000,
+		Meter: "ina226@i2c-1:0x40", MeterKind: wire.KindADC, WindowNs: 2_001_000_000, ServeNs: 2_000_100_000,
+		ErrorUJ: 11_000, Samples: 1802, MaxGapNs: 1_104_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 3_000, Shared: 1, FullScaleUW: 98_304_000,
+		Record: steward.RecordIdle, Run: &run0, DocumentHex: hex.EncodeToString(idleDoc)}
+	recServe := hw
+	recServe.Sequence, recServe.NonceHex, recServe.SealedUnixMs, recServe.Run = 2, nonce(12), t0+13_000, &run0
+	recClose := estMeter(DraftMeta{Sequence: 3, NonceHex: nonce(13), SealedUnixMs: t0 + 14_000, RequestID: wire.ContentOf(closeDoc).String(),
+		Backend: steward.RunBackend, Recipe: steward.RunRecipe, Route: "run close 0: complete, 1 of 1 serves sealed",
+		Record: steward.RecordRunClose, Run: &run0, DocumentHex: hex.EncodeToString(closeDoc)})
+
 	var out []receiptVector
 	// The positive chain: each receipt built by meshd's steward from its
 	// draft, prev naming the envelope before it.
@@ -383,6 +415,23 @@ func receiptVectors() ([]receiptVector, error) {
 	positive("modelbased", "ModelBased receipt at sequence 1: no measured_uj, the metering evidence of a partly covered window shared by 2 serves, prev names hwshunt's envelope", chain[1])
 	positive("granted", "Estimator receipt at sequence 2 on a grant: grant_id with x_grant_hold and x_grant_debit_uj (debit 4000 <= charged 6000); x_meter and x_meter_kind \"estimator\", no meter evidence", chain[2])
 	positive("chain", "hwshunt, modelbased and granted as one chain: each verifies and links to the one before", chain...)
+
+	var runChain []sealed
+	for _, dm := range []DraftMeta{recOpen, recIdle, recServe, recClose} {
+		if len(runChain) > 0 {
+			dm.Prev = wire.ContentOf(runChain[len(runChain)-1].env).String()
+		}
+		r, err := vk.build(dm)
+		if err != nil {
+			return nil, fmt.Errorf("record vector %d: %w", dm.Sequence, err)
+		}
+		core, env, err := vk.seal(r)
+		if err != nil {
+			return nil, err
+		}
+		runChain = append(runChain, sealed{dm, r, core, env})
+	}
+	positive("records-run", "a run as sealed records (PROFILE §22): run-open at 0 (Estimator, no energy, no window, backend meshd, recipe run, no x_run), an HwShunt idle record and a serve with x_run 0, and the run-close with x_run 0; each record's request_id is the BLAKE3 of its document_hex", runChain...)
 
 	foreign, err := foreignVector()
 	if err != nil {
@@ -552,6 +601,50 @@ func receiptVectors() ([]receiptVector, error) {
 			steward.RefusedEvidence, 0, `x_meter = "span(ina226@i2c-1:0x40+rapl:package-0)"`,
 			func(r *steward.Receipt) { r.Meter = text("span(ina226@i2c-1:0x40+rapl:package-0)") }},
 	}
+	// Forged records: each takes a record of the run above, changes it and
+	// re-signs it, so that only the record rules can refuse it.
+	recordForgeries := []struct {
+		name, desc string
+		refusal    steward.Reason
+		base       int
+		mutation   string
+		mut        func(*steward.Receipt)
+	}{
+		{"record-kind-unknown", "the run-open record with an x_record that is none of idle, run-open, run-close",
+			steward.RefusedFieldValue, 0, `x_record = "pause"`, func(r *steward.Receipt) { r.Record = text("pause") }},
+		{"record-with-tokens", "the idle record claiming 5 tokens served",
+			steward.RefusedRecord, 1, "tokens_in = 5", func(r *steward.Receipt) { r.TokensIn = 5 }},
+		{"record-idle-estimator", "the idle record as an Estimator figure: an idle record is a meter figure",
+			steward.RefusedRecord, 1, `energy_provenance = "Estimator", measured_uj and meter evidence removed, x_meter and x_meter_kind "estimator"`,
+			func(r *steward.Receipt) {
+				r.EnergyProvenance, r.MeasuredUJ, r.Meter, r.MeterKind = "Estimator", nil, text(steward.EstimatorMeter), text(wire.KindEstimator)
+				r.ErrorUJ, r.Samples, r.MaxGapNs, r.CoveredPPM, r.PeriodNs, r.AccuracyPPM, r.Shared = nil, nil, nil, nil, nil, nil, nil
+				r.FullScaleUW = nil
+			}},
+		{"record-idle-shared", "the idle record apportioned with a serve (ModelBased, x_shared 2): it is not idle",
+			steward.RefusedRecord, 1, `energy_provenance = "ModelBased", measured_uj removed, estimated_uj = 3700000, x_shared = 2`,
+			func(r *steward.Receipt) {
+				r.EnergyProvenance, r.MeasuredUJ, r.EstimatedUJ, r.Shared = "ModelBased", nil, 3_700_000, u64(2)
+			}},
+		{"record-run-open-energy", "the run-open record claiming 1 µJ of estimated energy",
+			steward.RefusedRecord, 0, "estimated_uj = 1", func(r *steward.Receipt) { r.EstimatedUJ = 1 }},
+		{"record-run-open-with-run", "the run-open record naming a run of its own",
+			steward.RefusedRecord, 3, "x_record = \"run-open\" on the run-close (x_run 0 kept)", func(r *steward.Receipt) { r.Record = text(steward.RecordRunOpen) }},
+		{"record-run-close-without-run", "the run-close record without x_run",
+			steward.RefusedRecord, 3, "x_run removed", func(r *steward.Receipt) { r.Run = nil }},
+		{"record-run-not-earlier", "the serve of the run naming itself (x_run = its own sequence 2)",
+			steward.RefusedRecord, 2, "x_run = 2", func(r *steward.Receipt) { r.Run = u64(2) }},
+	}
+	for _, f := range recordForgeries {
+		r := *runChain[f.base].r
+		f.mut(&r)
+		_, env, err := vk.seal(&r)
+		if err != nil {
+			return nil, fmt.Errorf("vector %s: %w", f.name, err)
+		}
+		negative(f.name, f.desc, f.refusal, 0, [][]byte{env}, []EnvelopeMeta{with(runChain[f.base].dm, f.mutation+"; re-signed")})
+	}
+
 	for _, f := range forgeries {
 		if err := forge(f.name, f.desc, f.refusal, f.base, chain[f.base].dm, f.mutation, f.mut); err != nil {
 			return nil, err

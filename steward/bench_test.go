@@ -265,3 +265,78 @@ func BenchmarkDurableAppends(b *testing.B) {
 	b.ReportMetric(median(disk), "disk-fsyncs/s")
 	b.ReportMetric(float64(appends)/float64(syncs), "64-sealers-receipts/fsync")
 }
+
+// BenchmarkRecordVsServeSeal: sealing an idle record, a run-open and a
+// run-close (128 serves listed), each with its document built and hashed,
+// against sealing a serve receipt, all into one log, interleaved in a
+// rotating order; the ratio is the median over repetitions. Target:
+// every record/serve ratio <= 1 (a record costs no more than one seal).
+func BenchmarkRecordVsServeSeal(b *testing.B) {
+	k := testKey(b)
+	_, l, _ := openTestLog(b, filepath.Join(b.TempDir(), "r"), k, LogOptions{NoSync: true, CheckpointEvery: -1})
+	defer l.Close()
+	st := New(k, l, Options{Clock: testClock})
+	ctx := context.Background()
+	serve := hwDraft(1)
+	run := uint64(0)
+	serves := make([]uint64, 128)
+	for i := range serves {
+		serves[i] = uint64(i + 1)
+	}
+	od := RunOpenDoc{WorkloadSHA256: "abababababababababababababababababababababababababababababababab", Repetitions: 16, ServesDeclared: 128, Harness: "meshctl v1",
+		Caller: "lab", Board: `{"arch":"arm64","cores":4,"cpu_model":"Cortex-A78AE","kernel":"5.15","memory_bytes":8000000000}`,
+		Version: "v0.1 0123456789abcdef", Meters: `[{"declared_accuracy_ppm":3000,"driver":"ina226","kind":"adc","name":"vdd"}]`}
+	kinds := []struct {
+		name string
+		seal func() error
+	}{
+		{"serve", func() error { _, err := st.Seal(ctx, serve); return err }},
+		{"idle", func() error {
+			doc := IdleDoc{Backend: "ref-mid", DurationMs: 2000, Run: &run}.Encode()
+			_, err := st.Seal(ctx, RecordDraft(RecordIdle, doc, &run, "ref-mid", IdleRecipe, "idle: 2000 ms on ina226@i2c-1:0x40", wire.Measured(5000, 0), hwMetering()))
+			return err
+		}},
+		{"run-open", func() error {
+			_, err := st.Seal(ctx, RunRecordDraft(RecordRunOpen, od.Encode(), nil, RunRoute(RecordRunOpen, &od, nil)))
+			return err
+		}},
+		{"run-close", func() error {
+			cd := RunCloseDoc{Run: run, ServesDeclared: 128, ServesSealed: 128, Serves: serves, Idle: []uint64{129, 130}, Status: RunComplete}
+			_, err := st.Seal(ctx, RunRecordDraft(RecordRunClose, cd.Encode(), &run, RunRoute(RecordRunClose, nil, &cd)))
+			return err
+		}},
+	}
+	const per = 100
+	ratios := make([][]float64, len(kinds))
+	ns := make([]float64, len(kinds))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var took [4]time.Duration
+		// Rotate the order, so no kind always runs first (or last) in a
+		// repetition.
+		for o := range kinds {
+			j := (o + i) % len(kinds)
+			kd := kinds[j]
+			start := time.Now()
+			for r := 0; r < per; r++ {
+				if err := kd.seal(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			took[j] = time.Since(start)
+			ns[j] += float64(took[j].Nanoseconds()) / per
+		}
+		for j := range kinds {
+			ratios[j] = append(ratios[j], float64(took[j])/float64(took[0]))
+		}
+	}
+	b.StopTimer()
+	b.Logf("%-10s %12s %14s", "sealed", "ns/seal", "x serve (median)")
+	for j, kd := range kinds {
+		b.Logf("%-10s %12.0f %14.3f", kd.name, ns[j]/float64(b.N), median(ratios[j]))
+		if j > 0 {
+			b.ReportMetric(median(ratios[j]), kd.name+"/serve")
+		}
+	}
+	b.ReportMetric(ns[0]/float64(b.N), "serve-ns/seal")
+}

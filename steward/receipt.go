@@ -86,6 +86,12 @@ type Receipt struct {
 	// admissible candidate.
 	CeilingUJ       *uint64 `cbor:"x_ceiling_uj,omitempty"`
 	RouteCandidates *string `cbor:"x_route_candidates,omitempty"`
+	// Record says the receipt is a sealed record, not a serve (PROFILE
+	// §22): "idle", "run-open" or "run-close". Run is the sequence of the
+	// run-open record of the run a serve, an idle record or a run-close
+	// belongs to.
+	Record *string `cbor:"x_record,omitempty"`
+	Run    *uint64 `cbor:"x_run,omitempty"`
 
 	// Foreign holds the "x_" keys meshd does not define, from receipts
 	// sealed by other implementations. They are signed, so they are kept
@@ -233,6 +239,11 @@ func (r *Receipt) CheckConforming() error {
 		if *r.GrantDebitUJ > e.UJ() {
 			return fieldErr(RefusedFieldValue, "x_grant_debit_uj %d exceeds the charged %d µJ", *r.GrantDebitUJ, e.UJ())
 		}
+	}
+	// A record (PROFILE §22) is a zero-token receipt held to its own
+	// rules; x_run, on a record or a serve, names an earlier receipt.
+	if err := r.checkRecord(e); err != nil {
+		return err
 	}
 	// A forwarded serve names the upstream receipt and its steward
 	// together, both as content ids and keys are written.
@@ -576,12 +587,14 @@ const (
 	fPrev fieldID = iota
 	fNonce
 	fRoute
+	fXRun
 	fRecipe
 	fBackend
 	fSteward
 	fXMeter
 	fGrantID
 	fSequence
+	fXRecord
 	fXShared
 	fTokensIn
 	fXIdleUW
@@ -622,12 +635,14 @@ var coreFields = [numFields]coreField{
 	{"prev", fPrev, true, 0, false},
 	{"nonce", fNonce, true, 0, true},
 	{"route", fRoute, true, 0, true},
+	{"x_run", fXRun, false, math.MaxUint64, false},
 	{"recipe", fRecipe, true, 0, true},
 	{"backend", fBackend, true, 0, true},
 	{"steward", fSteward, true, 0, true},
 	{"x_meter", fXMeter, true, 0, false},
 	{"grant_id", fGrantID, true, 0, false},
 	{"sequence", fSequence, false, math.MaxUint64, true},
+	{"x_record", fXRecord, true, 0, false},
 	{"x_shared", fXShared, false, math.MaxUint64, false},
 	{"tokens_in", fTokensIn, false, math.MaxUint32, true},
 	{"x_idle_uw", fXIdleUW, false, math.MaxUint64, false},
@@ -707,6 +722,10 @@ func (r *Receipt) text(id fieldID) (string, bool) {
 		if r.MeterKind != nil {
 			return *r.MeterKind, true
 		}
+	case fXRecord:
+		if r.Record != nil {
+			return *r.Record, true
+		}
 	case fGrantID:
 		if r.GrantID != nil {
 			return *r.GrantID, true
@@ -748,6 +767,8 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return uint64(r.TokensIn), true
 	case fXShared:
 		return opt(r.Shared)
+	case fXRun:
+		return opt(r.Run)
 	case fXIdleUW:
 		return opt(r.IdleUW)
 	case fXFullScaleUW:
@@ -831,6 +852,9 @@ func (d *decoded) setText(id fieldID, s string) {
 	case fXMeterKind:
 		d.text[id] = s
 		r.MeterKind = &d.text[id]
+	case fXRecord:
+		d.text[id] = s
+		r.Record = &d.text[id]
 	case fGrantID:
 		d.text[id] = s
 		r.GrantID = &d.text[id]
@@ -863,6 +887,8 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.TokensIn = uint32(v)
 	case fXShared:
 		r.Shared = opt()
+	case fXRun:
+		r.Run = opt()
 	case fXIdleUW:
 		r.IdleUW = opt()
 	case fXFullScaleUW:
@@ -989,7 +1015,7 @@ func appendForeign(b []byte, x Extension) ([]byte, error) {
 	return append(wire.AppendText(b, x.Key), x.Value...), nil
 }
 
-// maxCoreFields bounds the map size a core may declare, far above the 37
+// maxCoreFields bounds the map size a core may declare, far above the 39
 // keys meshd knows, so that a hostile count is refused before any loop.
 const maxCoreFields = 256
 

@@ -35,6 +35,11 @@ type Draft struct {
 	// Candidates is non-nil.
 	Candidates []Candidate
 	CeilingUJ  uint64
+	// Record is x_record: "" for a serve, else the record's kind
+	// (PROFILE §22; RecordDraft builds them). Run is x_run: the run-open
+	// record's sequence of the run the serve or record belongs to.
+	Record string
+	Run    *uint64
 }
 
 // Upstream is the receipt a forwarded serve was sealed under upstream.
@@ -143,6 +148,13 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 	if d.Grant != nil {
 		g := d.Grant.String()
 		r.GrantID = &g
+	}
+	if d.Record != "" {
+		k := d.Record
+		r.Record = &k
+	}
+	if d.Run != nil {
+		r.Run = u64p(*d.Run)
 	}
 	if d.Upstream != nil {
 		id, st := d.Upstream.Receipt.String(), hex.EncodeToString(d.Upstream.Steward)

@@ -111,6 +111,8 @@ func New(n *node.Node, opts Options) *Server {
 	s.mux.HandleFunc("GET /v1/node", s.nodeInfo)
 	s.mux.HandleFunc("GET /v1/chain/checkpoint", s.checkpoint)
 	s.mux.HandleFunc("POST /v1/meters/idle", s.idle)
+	s.mux.HandleFunc("POST /v1/runs", s.openRun)
+	s.mux.HandleFunc("POST /v1/runs/{run}/close", s.closeRun)
 	s.mux.HandleFunc("POST /v1/attest", s.attest)
 	s.mux.HandleFunc("GET /v1/live", s.live)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -276,6 +278,9 @@ func serveStatus(err error) (int, apiError) {
 	case errors.Is(err, wire.ErrBadRequest), errors.Is(err, agent.ErrNoBackend):
 		e.Code = "bad_request"
 		return http.StatusBadRequest, e
+	case errors.Is(err, agent.ErrRunNotOpen):
+		e.Code, e.Param = "run_not_open", "run"
+		return http.StatusConflict, e
 	case errors.Is(err, agent.ErrNoRoute):
 		e.Code, e.Type = "no_route", "no_route"
 		return http.StatusUnprocessableEntity, e

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"runtime"
@@ -98,6 +99,22 @@ func Version() string {
 
 // nodeInfo is GET /v1/node: who this is and what it measures with.
 func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request) {
+	var backends []map[string]any
+	for _, b := range s.node.Backends() {
+		row := map[string]any{"name": b.Config.Name, "kind": b.Config.Kind, "recipe": b.Engine.Recipe(),
+			"fidelity": b.Config.Fidelity, "uj_per_token": b.Config.UJPerToken, "meters": b.Config.Meters}
+		if b.Span != nil {
+			row["span"] = b.Span.Name()
+		}
+		backends = append(backends, row)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"steward": s.node.Key.ID(), "version": Version(), "board": ReadBoard(),
+		"meters": s.meterRows(), "backends": backends})
+}
+
+// meterRows is the meter inventory as GET /v1/node answers it, which a
+// run-open record also binds (PROFILE §22).
+func (s *Server) meterRows() []map[string]any {
 	var meters []map[string]any
 	for _, m := range s.node.Meters() {
 		info := m.Meter.Info()
@@ -124,17 +141,7 @@ func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request) {
 		}
 		meters = append(meters, row)
 	}
-	var backends []map[string]any
-	for _, b := range s.node.Backends() {
-		row := map[string]any{"name": b.Config.Name, "kind": b.Config.Kind, "recipe": b.Engine.Recipe(),
-			"fidelity": b.Config.Fidelity, "uj_per_token": b.Config.UJPerToken, "meters": b.Config.Meters}
-		if b.Span != nil {
-			row["span"] = b.Span.Name()
-		}
-		backends = append(backends, row)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"steward": s.node.Key.ID(), "version": Version(), "board": ReadBoard(),
-		"meters": meters, "backends": backends})
+	return meters
 }
 
 // checkpoint is GET /v1/chain/checkpoint: a checkpoint sealed now (the
@@ -156,63 +163,58 @@ func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(cp.Envelope)
 }
 
-// idle is POST /v1/meters/idle {"backend", "seconds"}: a metered window
-// on the backend's span with no serve in it, for a benchmark's idle
-// baseline. Under the exclusive policy it waits for the span like a serve
-// and holds it, so no serve is charged into it.
+// idle is POST /v1/meters/idle {"backend", "seconds", "run"?}: a metered
+// window on the backend's span with no serve in it, sealed as an idle
+// record (PROFILE §22), for a benchmark's idle baseline. Under the
+// exclusive policy it waits for the span like a serve and holds it, so no
+// serve is charged into it.
 func (s *Server) idle(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Backend string   `json:"backend"`
 		Seconds *float64 `json:"seconds"`
+		Run     *uint64  `json:"run"`
 	}
 	if !decodeBody(w, r, &body) {
 		return
 	}
-	if body.Seconds == nil || *body.Seconds <= 0 || *body.Seconds > 600 {
-		badField(w, "seconds", "want 0 < seconds <= 600")
+	if body.Seconds == nil || *body.Seconds <= 0 || *body.Seconds > 600 || math.Round(*body.Seconds*1000) < 1 {
+		badField(w, "seconds", "want 0.001 <= seconds <= 600")
 		return
 	}
-	var meter agent.Meter
-	for _, bi := range s.node.Agent.Backends() {
-		if bi.Backend.Name() == body.Backend {
-			meter = bi.Meter
-		}
-	}
-	if meter == nil {
-		badField(w, "backend", fmt.Sprintf("%q is not a metered backend here", body.Backend))
-		return
-	}
+	d := time.Duration(math.Round(*body.Seconds*1000)) * time.Millisecond
 	done, ok := s.admit(w)
 	if !ok {
 		return
 	}
 	defer done()
-	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(*body.Seconds*float64(time.Second))+30*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), d+30*time.Second)
 	defer cancel()
-	win, err := meter.Open(ctx)
+	rec, rd, err := s.node.Agent.Idle(ctx, body.Backend, d, body.Run)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "unmetered"})
-		return
-	}
-	t := time.NewTimer(time.Duration(*body.Seconds * float64(time.Second)))
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		t.Stop()
-	}
-	rd, err := win.Close(context.WithoutCancel(ctx))
-	if ctx.Err() != nil {
-		writeError(w, http.StatusRequestTimeout, apiError{Message: "the client left before the idle window closed", Code: "cancelled"})
-		return
-	}
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, apiError{Message: "the meter measured nothing: " + err.Error(), Code: "unmetered"})
+		var fe *agent.FieldError
+		switch {
+		case errors.As(err, &fe):
+			badField(w, fe.Field, fe.Msg)
+		case errors.Is(err, agent.ErrRunNotOpen):
+			writeError(w, http.StatusConflict, apiError{Message: err.Error(), Param: "run", Code: "run_not_open"})
+		case errors.Is(err, agent.ErrIdleShared):
+			writeError(w, http.StatusConflict, apiError{Message: err.Error(), Code: "idle_shared"})
+		case ctx.Err() != nil:
+			writeError(w, http.StatusRequestTimeout, apiError{Message: "the client left before the idle window closed", Code: "cancelled"})
+		case errors.Is(err, agent.ErrUnmetered):
+			writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "unmetered"})
+		default:
+			writeError(w, http.StatusInternalServerError, apiError{Message: err.Error(), Code: "seal"})
+		}
 		return
 	}
 	m := rd.Metering
-	writeJSON(w, http.StatusOK, map[string]any{"backend": body.Backend, "meter": m.Meter, "provenance": rd.Provenance.String(),
+	sd := rec.Sealed
+	writeJSON(w, http.StatusOK, map[string]any{"backend": body.Backend, "meter": m.Meter, "provenance": sd.Receipt.EnergyProvenance,
 		"energy_uj": rd.EnergyUJ, "error_uj": m.ErrorUJ, "window_ns": m.WindowNs, "covered_ppm": m.CoveredPPM, "samples": m.Samples,
-		"mean_power_uw": meanPowerUW(rd.EnergyUJ, m.WindowNs)})
+		"mean_power_uw": meanPowerUW(rd.EnergyUJ, m.WindowNs),
+		"sequence":      sd.Receipt.Sequence, "id": sd.ID.String(), "envelope": base64.StdEncoding.EncodeToString(sd.Envelope),
+		"document": base64.StdEncoding.EncodeToString(rec.Document)})
 }
 
 func meanPowerUW(uj, ns uint64) uint64 {

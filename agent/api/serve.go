@@ -22,6 +22,8 @@ type meshFields struct {
 	FidelityFloor  *uint8  `json:"fidelity_floor"`
 	JouleCeilingUJ *uint64 `json:"joule_ceiling_uj"`
 	Grant          *string `json:"grant"`
+	// Run names the open run the serve belongs to (PROFILE §22).
+	Run *uint64 `json:"run"`
 }
 
 // request builds the mesh/1 request for prompt. prompt_tokens defaults to
@@ -113,7 +115,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	resp, err := s.run(r.Context(), req, []byte(*b.Prompt), agent.Options{Grant: env})
+	resp, err := s.run(r.Context(), req, []byte(*b.Prompt), agent.Options{Grant: env, Run: b.Run})
 	if resp == nil {
 		status, e := serveStatus(err)
 		writeError(w, status, e)
@@ -179,7 +181,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.openAI(w, r, req, []byte(prompt), env, false, b.Stream)
+	s.openAI(w, r, req, []byte(prompt), env, b.Run, false, b.Stream)
 }
 
 // chat is POST /v1/chat/completions in OpenAI's shape. The messages are
@@ -221,7 +223,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.openAI(w, r, req, prompt, env, true, b.Stream)
+	s.openAI(w, r, req, prompt, env, b.Run, true, b.Stream)
 }
 
 func promptText(raw json.RawMessage) (string, error) {
@@ -283,7 +285,7 @@ func parseMessage(raw json.RawMessage) (chatMessage, error) {
 
 // openAI runs a completions or chat serve and answers in OpenAI's shape,
 // streamed or whole.
-func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRequest, prompt, env []byte, chat, stream bool) {
+func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRequest, prompt, env []byte, run *uint64, chat, stream bool) {
 	done, ok := s.admit(w)
 	if !ok {
 		return
@@ -299,7 +301,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRe
 		id, object = "chatcmpl-"+rid.String()[:24], "chat.completion"
 	}
 	created := time.Now().Unix()
-	opts := agent.Options{Grant: env, Engine: engine.Options{Chat: chat}}
+	opts := agent.Options{Grant: env, Engine: engine.Options{Chat: chat}, Run: run}
 	if !stream {
 		resp, err := s.run(r.Context(), req, prompt, opts)
 		if resp == nil {

@@ -164,7 +164,7 @@ func (v *checker) keyCase() {
 func (v *checker) durationTypes() {
 	durs := []string{
 		"listen.read_header_timeout", "listen.read_timeout", "listen.idle_timeout",
-		"listen.serve_timeout", "listen.shutdown_timeout", "metering.ready_timeout",
+		"listen.serve_timeout", "listen.shutdown_timeout", "metering.ready_timeout", "metering.run_timeout",
 	}
 	for _, k := range durs {
 		if kd := v.ix.kind(k); kd != unstable.Invalid && kd != unstable.String {
@@ -283,6 +283,7 @@ func (v *checker) metering() {
 	m := v.c.Metering
 	v.oneOf("metering.on_meter_failure", m.OnMeterFailure, "refuse", "estimate")
 	v.duration("metering.ready_timeout", m.ReadyTimeout, true)
+	v.duration("metering.run_timeout", m.RunTimeout, true)
 }
 
 // defaults checks what fills the fields a request leaves out.

@@ -165,6 +165,10 @@ type Metering struct {
 	// ReadyTimeout is how long start waits for each meter's first samples;
 	// default 10s, must be > 0.
 	ReadyTimeout Duration `toml:"ready_timeout,omitempty"`
+	// RunTimeout closes a benchmark run as incomplete ("abandoned") when
+	// no request of the run came for this long (PROFILE §22); default
+	// 10m, must be > 0.
+	RunTimeout Duration `toml:"run_timeout,omitempty"`
 }
 
 // DefaultJouleCeilingUJ is the ceiling of a serve whose caller names none

@@ -114,7 +114,7 @@ func TestParseFull(t *testing.T) {
 			ServeTimeout: Duration(4 * time.Minute), ShutdownTimeout: Duration(5 * time.Second), MaxInFlight: 8,
 		},
 		Grants:   Grants{Policy: "required", TrustedIssuers: []string{keyA}, TrustedIssuersFile: "/etc/meshd/issuers"},
-		Metering: Metering{OnMeterFailure: "estimate", Shared: true, ReadyTimeout: Duration(time.Minute)},
+		Metering: Metering{OnMeterFailure: "estimate", Shared: true, ReadyTimeout: Duration(time.Minute), RunTimeout: Duration(10 * time.Minute)},
 		Log:      Log{Level: "debug", Format: "json"},
 		Defaults: Defaults{JouleCeilingUJ: DefaultJouleCeilingUJ, MaxTokens: 16},
 		Meters: []Meter{
@@ -175,7 +175,7 @@ func TestParseDefaults(t *testing.T) {
 					ShutdownTimeout: Duration(30 * time.Second), MaxInFlight: 256,
 				},
 				Grants:   Grants{Policy: "optional"},
-				Metering: Metering{OnMeterFailure: "refuse", ReadyTimeout: Duration(10 * time.Second)},
+				Metering: Metering{OnMeterFailure: "refuse", ReadyTimeout: Duration(10 * time.Second), RunTimeout: Duration(10 * time.Minute)},
 				Log:      Log{Level: "info", Format: "text"},
 				Defaults: Defaults{JouleCeilingUJ: DefaultJouleCeilingUJ, MaxTokens: 16},
 				Backends: []Backend{{Name: "r", Kind: "reference", Fidelity: 1, UJPerToken: 10, Work: 8}},

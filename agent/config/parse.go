@@ -325,6 +325,7 @@ func (v *checker) defaults() {
 	setStr(ix, "grants.policy", &c.Grants.Policy, "optional")
 	setStr(ix, "metering.on_meter_failure", &c.Metering.OnMeterFailure, "refuse")
 	setDur(ix, "metering.ready_timeout", &c.Metering.ReadyTimeout, "10s")
+	setDur(ix, "metering.run_timeout", &c.Metering.RunTimeout, "10m")
 	setStr(ix, "log.level", &c.Log.Level, "info")
 	setStr(ix, "log.format", &c.Log.Format, "text")
 	if c.Fleet.URL != "" && c.Fleet.Cursor == "" {

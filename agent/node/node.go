@@ -89,6 +89,9 @@ type Node struct {
 	publisher *fleet.Publisher
 	stopBG    context.CancelFunc
 	bgDone    chan struct{}
+	// stopRuns ends the loop that closes abandoned runs.
+	stopRuns context.CancelFunc
+	runsDone chan struct{}
 }
 
 // Publisher is the fleet publisher, nil when [fleet] is not configured.
@@ -225,11 +228,13 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 		Pinned:       routes.Pinned,
 		Meters:       routes.Meters,
 		Grants:       routes.Grants,
+		RunTimeout:   time.Duration(cfg.Metering.RunTimeout),
 	})
 	if err != nil {
 		return nil, err
 	}
 	n.Agent = ag
+	n.startRunReaper(ctx)
 	if f := cfg.Fleet; f.URL != "" {
 		pcfg := fleet.PublisherConfig{
 			ConnOptions: fleet.ConnOptions{URL: f.URL, Creds: f.Creds, NKeySeedFile: f.NKeySeedFile, User: f.User, Password: f.Password,
@@ -684,6 +689,18 @@ func (n *Node) Alive() error {
 // Close stops the engines and meters, then makes the ledger and the log
 // durable and closes them. It is safe on a partly opened node.
 func (n *Node) Close(ctx context.Context) error {
+	var errs []error
+	if n.stopRuns != nil {
+		n.stopRuns()
+		<-n.runsDone
+	}
+	if n.Agent != nil && n.Stores != nil {
+		// A run still open when the daemon stops is closed as incomplete
+		// while the log still takes records, so the chain says so.
+		if _, err := n.Agent.CloseRuns(ctx, "abandoned: the daemon shut down"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if n.stopBG != nil {
 		// The publisher stops before the log closes; what it has not
 		// sent stays in the log, and its cursor says where to resume.
@@ -692,7 +709,6 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var errs []error
 	for _, b := range n.backends {
 		if err := b.stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("backend %q: %w", b.Config.Name, err))
@@ -742,3 +758,32 @@ func loadOrCreateKey(path string, log *slog.Logger) (*steward.Key, error) {
 
 // Trusted is the public key of the node's steward, for verifying its log.
 func (n *Node) Trusted() ed25519.PublicKey { return n.Key.Public() }
+
+// startRunReaper closes abandoned runs (PROFILE §22) until Close: it looks
+// every quarter of the run timeout (at most every 15 s), and the agent
+// judges by its own clock, so a test with a simulated clock calls
+// Agent.CloseAbandoned itself.
+func (n *Node) startRunReaper(ctx context.Context) {
+	every := min(n.Agent.RunTimeout()/4, 15*time.Second)
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	n.stopRuns, n.runsDone = stop, make(chan struct{})
+	go func() {
+		defer close(n.runsDone)
+		t := time.NewTicker(max(every, time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case <-t.C:
+				recs, err := n.Agent.CloseAbandoned(bg)
+				for _, r := range recs {
+					n.log.Warn("closed an abandoned run", "run", *r.Sealed.Receipt.Run, "sequence", r.Sealed.Receipt.Sequence)
+				}
+				if err != nil && bg.Err() == nil {
+					n.log.Error("closing abandoned runs", "err", err)
+				}
+			}
+		}
+	}()
+}

@@ -223,6 +223,8 @@ type ServeRequest struct {
 	JouleCeilingUJ uint64  `json:"joule_ceiling_uj,omitempty"`
 	// Grant is the grant's COSE envelope.
 	Grant []byte `json:"-"`
+	// Run names the open run the serve belongs to (PROFILE §22).
+	Run *uint64 `json:"-"`
 }
 
 // Served is an answer with its verified receipt.
@@ -253,6 +255,9 @@ func (c *Client) Serve(ctx context.Context, r ServeRequest) (*Served, error) {
 	}
 	if r.Grant != nil {
 		body["grant"] = base64.StdEncoding.EncodeToString(r.Grant)
+	}
+	if r.Run != nil {
+		body["run"] = *r.Run
 	}
 	resp, err := c.do(ctx, http.MethodPost, "/v1/serve", body)
 	if err != nil {
@@ -288,6 +293,7 @@ type Extra struct {
 	FidelityFloor  *uint8
 	JouleCeilingUJ uint64
 	Grant          []byte
+	Run            *uint64 // the open run the call belongs to (PROFILE §22)
 }
 
 // Completion asks /v1/completions (messages nil) or /v1/chat/completions,
@@ -306,6 +312,9 @@ func (c *Client) Completion(ctx context.Context, prompt string, messages []Messa
 	}
 	if x.Grant != nil {
 		body["grant"] = base64.StdEncoding.EncodeToString(x.Grant)
+	}
+	if x.Run != nil {
+		body["run"] = *x.Run
 	}
 	path := "/v1/completions"
 	if messages != nil {
