@@ -10,6 +10,8 @@ import (
 
 	"meshd/drivers"
 	"meshd/wire"
+
+	"periph.io/x/conn/v3/physic"
 )
 
 // Config tunes a Series or a Meter. The zero value is usable.
@@ -286,6 +288,7 @@ func (s *Series) report(res result, serveNs int64, prorata bool) (Report, error)
 		PeriodNs:    uint64(s.info.MaxPeriod.Nanoseconds()),
 		AccuracyPPM: s.declared,
 		Shared:      1,
+		BusBand:     busBand(s.info.BusAssumed),
 	}
 	rep.Why = s.why(res, m, uint64(energy), prorata)
 	prov := wire.HwShunt
@@ -303,6 +306,8 @@ func (s *Series) why(res result, m wire.Metering, energy uint64, prorata bool) s
 	switch {
 	case !s.info.Kind.Hardware():
 		return fmt.Sprintf("a %s meter cannot support a hardware claim", s.info.Kind)
+	case s.info.BusAssumed != nil:
+		return fmt.Sprintf("the bus voltage was assumed within [%v, %v], not measured behind each reading", s.info.BusAssumed.Lo, s.info.BusAssumed.Hi)
 	case prorata:
 		return "apportioned pro rata"
 	case !res.chained:
@@ -318,6 +323,17 @@ func (s *Series) why(res result, m wire.Metering, energy uint64, prorata bool) s
 		return fmt.Sprintf("the bound %d µJ exceeds the declared accuracy %d ppm of %d µJ", m.ErrorUJ, m.AccuracyPPM, energy)
 	}
 	return ""
+}
+
+// busBand is a sensor's assumed bus band in whole mV, rounded outwards so
+// that the receipt never states a narrower band than the one assumed.
+func busBand(b *drivers.BusBand) *wire.BusBand {
+	if b == nil {
+		return nil
+	}
+	lo := max(int64(b.Lo), 0) / int64(physic.MilliVolt)
+	hi := (max(int64(b.Hi), 0) + int64(physic.MilliVolt) - 1) / int64(physic.MilliVolt)
+	return &wire.BusBand{LoMV: uint64(lo), HiMV: uint64(max(hi, lo))}
 }
 
 // Stats describes the sampler's health.
