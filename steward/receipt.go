@@ -64,6 +64,10 @@ type Receipt struct {
 	AccuracyPPM  *uint64 `cbor:"x_accuracy_ppm,omitempty"`
 	Shared       *uint64 `cbor:"x_shared,omitempty"`
 	IdleUW       *uint64 `cbor:"x_idle_uw,omitempty"`
+	// BusLoMV and BusHiMV are the bus-voltage band a shunt-only meter
+	// assumed (wire.Metering.BusBand): such a figure is never HwShunt.
+	BusLoMV *uint64 `cbor:"x_bus_lo_mv,omitempty"`
+	BusHiMV *uint64 `cbor:"x_bus_hi_mv,omitempty"`
 	SealedUnixMs *uint64 `cbor:"x_sealed_unix_ms,omitempty"`
 	GrantHold    *uint64 `cbor:"x_grant_hold,omitempty"`
 	// GrantDebitUJ is what the serve debited from the grant: the charged
@@ -251,7 +255,7 @@ func (r *Receipt) CheckConforming() error {
 func (r *Receipt) hasMetering() bool {
 	return r.Meter != nil || r.MeterKind != nil || r.WindowNs != nil || r.ServeNs != nil || r.SealedUnixMs != nil ||
 		r.ErrorUJ != nil || r.Samples != nil || r.MaxGapNs != nil || r.CoveredPPM != nil || r.PeriodNs != nil ||
-		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil
+		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil || r.BusLoMV != nil || r.BusHiMV != nil
 }
 
 // optUint is one optional integer extension, by key.
@@ -310,6 +314,17 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 	if estimator && r.IdleUW != nil {
 		return fieldErr(RefusedCoupling, "evidence rule 2: Estimator names no meter and carries no samples, but x_idle_uw is present")
 	}
+	if (r.BusLoMV == nil) != (r.BusHiMV == nil) {
+		return fieldErr(RefusedCoupling, "evidence rule 5: x_bus_lo_mv and x_bus_hi_mv travel together")
+	}
+	if r.BusLoMV != nil {
+		if estimator {
+			return fieldErr(RefusedCoupling, "evidence rule 2: Estimator names no meter and carries no samples, but x_bus_lo_mv is present")
+		}
+		if *r.BusLoMV > *r.BusHiMV {
+			return fieldErr(RefusedFieldValue, "evidence rule 5: x_bus_lo_mv %d exceeds x_bus_hi_mv %d", *r.BusLoMV, *r.BusHiMV)
+		}
+	}
 	if (kind == wire.KindEstimator) != estimator || (meter == EstimatorMeter) != estimator {
 		return evidenceErr(2, "Estimator names no meter and carries no samples, and only Estimator uses the estimator: energy_provenance %v, x_meter_kind %q, x_meter %q", p, kind, meter)
 	}
@@ -346,6 +361,8 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 		return evidenceErr(4, "x_accuracy_ppm %d exceeds the HwShunt ceiling of %d", acc, wire.MaxHwAccuracyPPM)
 	case shared > 1:
 		return evidenceErr(4, "an apportioned figure is never HwShunt, x_shared is %d", shared)
+	case r.BusLoMV != nil:
+		return evidenceErr(5, "a figure resting on an assumed bus voltage (x_bus_lo_mv %d .. x_bus_hi_mv %d) is never HwShunt", *r.BusLoMV, *r.BusHiMV)
 	}
 	if limit, fits := wire.AccuracyLimitUJ(measured, acc); fits && errUJ > limit {
 		return evidenceErr(4, "x_error_uj %d exceeds the meter's declared accuracy: %d ppm of measured_uj %d allows at most %d µJ", errUJ, acc, measured, limit)
@@ -390,6 +407,8 @@ const (
 	fXErrorUJ
 	fXServeNs
 	fMeasuredUJ
+	fXBusHiMV
+	fXBusLoMV
 	fXPeriodNs
 	fXWindowNs
 	fEstimatedUJ
@@ -433,6 +452,8 @@ var coreFields = [numFields]coreField{
 	{"x_error_uj", fXErrorUJ, false, math.MaxUint64, false},
 	{"x_serve_ns", fXServeNs, false, math.MaxUint64, false},
 	{"measured_uj", fMeasuredUJ, false, math.MaxUint64, false},
+	{"x_bus_hi_mv", fXBusHiMV, false, math.MaxUint64, false},
+	{"x_bus_lo_mv", fXBusLoMV, false, math.MaxUint64, false},
 	{"x_period_ns", fXPeriodNs, false, math.MaxUint64, false},
 	{"x_window_ns", fXWindowNs, false, math.MaxUint64, false},
 	{"estimated_uj", fEstimatedUJ, false, math.MaxUint64, true},
@@ -539,6 +560,10 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return opt(r.Shared)
 	case fXIdleUW:
 		return opt(r.IdleUW)
+	case fXBusHiMV:
+		return opt(r.BusHiMV)
+	case fXBusLoMV:
+		return opt(r.BusLoMV)
 	case fXSamples:
 		return opt(r.Samples)
 	case fXServeNs:
@@ -647,6 +672,10 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.Shared = opt()
 	case fXIdleUW:
 		r.IdleUW = opt()
+	case fXBusHiMV:
+		r.BusHiMV = opt()
+	case fXBusLoMV:
+		r.BusLoMV = opt()
 	case fXSamples:
 		r.Samples = opt()
 	case fXServeNs:
@@ -897,6 +926,9 @@ func (r *Receipt) Metering() wire.Metering {
 	if r.IdleUW != nil {
 		x := *r.IdleUW
 		m.IdleUW = &x
+	}
+	if r.BusLoMV != nil && r.BusHiMV != nil {
+		m.BusBand = &wire.BusBand{LoMV: *r.BusLoMV, HiMV: *r.BusHiMV}
 	}
 	return m
 }

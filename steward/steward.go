@@ -162,6 +162,9 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 		if m.IdleUW != nil {
 			r.IdleUW = u64p(*m.IdleUW)
 		}
+		if m.BusBand != nil {
+			r.BusLoMV, r.BusHiMV = u64p(m.BusBand.LoMV), u64p(m.BusBand.HiMV)
+		}
 	}
 	if prev != nil {
 		p := prev.String()
