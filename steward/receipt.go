@@ -64,10 +64,6 @@ type Receipt struct {
 	AccuracyPPM  *uint64 `cbor:"x_accuracy_ppm,omitempty"`
 	Shared       *uint64 `cbor:"x_shared,omitempty"`
 	IdleUW       *uint64 `cbor:"x_idle_uw,omitempty"`
-	// BusLoMV and BusHiMV are the bus-voltage band a shunt-only meter
-	// assumed (wire.Metering.BusBand): such a figure is never HwShunt.
-	BusLoMV *uint64 `cbor:"x_bus_lo_mv,omitempty"`
-	BusHiMV *uint64 `cbor:"x_bus_hi_mv,omitempty"`
 	SealedUnixMs *uint64 `cbor:"x_sealed_unix_ms,omitempty"`
 	GrantHold    *uint64 `cbor:"x_grant_hold,omitempty"`
 	// GrantDebitUJ is what the serve debited from the grant: the charged
@@ -80,6 +76,11 @@ type Receipt struct {
 	// energy figure and its evidence are that receipt's.
 	UpstreamReceipt *string `cbor:"x_upstream_receipt,omitempty"`
 	UpstreamSteward *string `cbor:"x_upstream_steward,omitempty"`
+
+	// BusLoMV and BusHiMV are the bus-voltage band, mV, a shunt-only meter
+	// assumed (wire.Metering.BusBand): such a figure is never HwShunt.
+	BusLoMV *uint64 `cbor:"x_bus_lo_mv,omitempty"`
+	BusHiMV *uint64 `cbor:"x_bus_hi_mv,omitempty"`
 
 	// Foreign holds the "x_" keys meshd does not define, from receipts
 	// sealed by other implementations. They are signed, so they are kept
