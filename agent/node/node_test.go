@@ -106,6 +106,7 @@ zone = "package-0"
 name = "y"
 driver = "rapl"
 zone = "package-0/dram"
+disjoint = ["x"]
 
 [[backend]]
 name = "a"
