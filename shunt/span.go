@@ -331,7 +331,8 @@ const (
 // window of this span was open, but something else may have run (a
 // background job, another process on the board): a stretch whose pieces'
 // mean powers differ by more than their bounds plus a quarter of the
-// lowest is refused as not quiet, and counted.
+// lowest is refused as not quiet, and so is one whose bound exceeds a
+// quarter of its energy (invalid readings, gaps); both are counted.
 func (s *Span) measureIdleLocked(now time.Time) {
 	a, b := s.quiet.Add(s.guard), now.Add(-s.guard)
 	if b.Sub(a) < s.idleMin {
@@ -342,7 +343,7 @@ func (s *Span) measureIdleLocked(now time.Time) {
 		n = int(b.Sub(a) / (2 * s.guard))
 	}
 	n = max(n, 1)
-	var uj float64
+	var uj, boundUJ float64
 	lo, hi := math.Inf(1), math.Inf(-1)
 	var loB, hiB float64
 	for k := range n {
@@ -361,6 +362,7 @@ func (s *Span) measureIdleLocked(now time.Time) {
 			bound += rep.BoundUJ
 		}
 		uj += e
+		boundUJ += bound
 		sec := pb.Sub(pa).Seconds()
 		if p := e / sec; p < lo {
 			lo, loB = p, bound/sec
@@ -373,6 +375,14 @@ func (s *Span) measureIdleLocked(now time.Time) {
 		s.idleSt.Unsteady++
 		s.log.Warn("idle measurement refused: the quiet stretch was not quiet (something else drew power)",
 			"from", a, "to", b, "lowest_uw", math.Round(lo), "highest_uw", math.Round(hi))
+		return
+	}
+	if boundUJ > idleSpread*uj {
+		// Invalid readings or gaps left the stretch's power unknown within
+		// a quarter: no figure to subtract from anyone's serve.
+		s.idleSt.Unsteady++
+		s.log.Warn("idle measurement refused: the quiet stretch was not measured well enough",
+			"from", a, "to", b, "energy_uj", math.Round(uj), "bound_uj", math.Round(boundUJ))
 		return
 	}
 	s.idleSt.Measured++
