@@ -468,8 +468,11 @@ func TestExample(t *testing.T) {
 	if !ok || m.Driver != "ina226" || m.Bus != "1" || m.Address != 0x40 || m.ShuntUOhm != 2000 || m.MaxCurrentUA() != 3200000 {
 		t.Errorf("meter %+v", m)
 	}
+	if in, err := c.SpanInside(c.Backends[0].Meters); err != nil || !reflect.DeepEqual(in, map[string]string{"cpu": "board"}) {
+		t.Errorf("the example's span: inside %v, %v", in, err)
+	}
 	if len(c.Backends) != 2 || c.Backends[0].Kind != "mesh-gguf" || c.Backends[0].Model != "/var/lib/meshd/models/model.gguf" ||
-		!reflect.DeepEqual(c.Backends[0].Meters, []string{"board"}) || c.Backends[1].Kind != "reference" ||
+		!reflect.DeepEqual(c.Backends[0].Meters, []string{"board", "cpu"}) || c.Backends[1].Kind != "reference" ||
 		c.Backends[1].Fidelity != 0 || len(c.Backends[1].Meters) != 0 {
 		t.Errorf("backends %+v", c.Backends)
 	}
