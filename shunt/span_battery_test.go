@@ -333,3 +333,29 @@ func TestIdleAboveServeLeftOff(t *testing.T) {
 		t.Fatalf("idle stats %+v", st)
 	}
 }
+
+// NewSpan refuses an inside relation it cannot keep: a member inside one
+// that is not in the span, inside itself, or a cycle (which would leave
+// nothing to count).
+func TestSpanInsideRefused(t *testing.T) {
+	load := constLoad(t, 5)
+	a, _ := recorded(t, meterConfig{name: "a", rc: inaConfig("a")}, load, 100*time.Millisecond)
+	b, _ := recorded(t, meterConfig{name: "b", rc: raplConfig("b")}, load, 100*time.Millisecond)
+	for _, tc := range []struct {
+		inside map[string]string
+		want   string
+	}{
+		{map[string]string{"b": "c"}, "b is declared inside c, which is not in the span"},
+		{map[string]string{"c": "a"}, "c is declared inside a but is not in the span"},
+		{map[string]string{"a": "a"}, "a is declared inside itself"},
+		{map[string]string{"a": "b", "b": "a"}, "form a cycle"},
+	} {
+		if _, err := NewSpan([]Member{a, b}, SpanConfig{Inside: tc.inside}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("inside %v: %v, want %q", tc.inside, err, tc.want)
+		}
+	}
+	sp, err := NewSpan([]Member{a, b}, SpanConfig{Inside: map[string]string{"b": "a"}})
+	if err != nil || sp.Name() != "span(a; inside: b)" {
+		t.Fatalf("span %v: %v", sp, err)
+	}
+}
