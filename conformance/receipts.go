@@ -560,6 +560,8 @@ func receiptVectors() ([]receiptVector, error) {
 			steward.RefusedEvidence, 0, "x_covered_ppm = 999999", func(r *steward.Receipt) { r.CoveredPPM = u64(999_999) }},
 		{"evidence-hwshunt-shared", "hwshunt apportioned between 2 serves",
 			steward.RefusedEvidence, 0, "x_shared = 2", func(r *steward.Receipt) { r.Shared = u64(2) }},
+		{"evidence-hwshunt-bus-assumed", "hwshunt whose power rests on a bus voltage assumed within [11976, 12024] mV (a shunt-only meter), not measured",
+			steward.RefusedEvidence, 0, "x_bus_lo_mv = 11976, x_bus_hi_mv = 12024", func(r *steward.Receipt) { r.BusLoMV, r.BusHiMV = u64(11976), u64(12024) }},
 		{"evidence-hwshunt-accuracy-over-ceiling", "hwshunt from a meter declaring 100001 ppm, above the 100000 ppm ceiling",
 			steward.RefusedEvidence, 0, "x_accuracy_ppm = 100001", func(r *steward.Receipt) { r.AccuracyPPM = u64(100_001) }},
 		{"evidence-serve-over-window", "hwshunt whose serve is longer than the gross window that must contain it",

@@ -134,6 +134,21 @@ type Info struct {
 	// longest gap a chain of contiguous readings may show.
 	Period, MaxPeriod time.Duration
 	Accuracy          Accuracy
+	// BusAssumed is set when the sensor does not measure the bus voltage
+	// behind each reading but takes it on the operator's word (an INA in
+	// shunt-only mode between its bus brackets): the power is the measured
+	// current times a voltage assumed to lie in the band. Nothing the chip
+	// sees proves that the rail stayed inside it between two brackets, so
+	// no window of such a sensor supports a hardware claim, and the band
+	// is stated with every figure. Nil when every reading's bus voltage is
+	// measured.
+	BusAssumed *BusBand
+}
+
+// BusBand is the bus voltage a sensor assumed for its power readings: the
+// rail was taken to lie within [Lo, Hi].
+type BusBand struct {
+	Lo, Hi physic.ElectricPotential
 }
 
 // Sensor is what every power sensor driver offers to the sampler.

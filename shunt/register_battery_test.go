@@ -37,7 +37,7 @@ func shippedChips() []chipConfig {
 	for _, p := range ina226.Presets() {
 		p := p
 		cs = append(cs, chipConfig{name: "ina226-" + p.String(), kind: inasim.INA226,
-			hw: p == ina226.PresetPrecise || p == ina226.PresetShuntOnly,
+			hw: p == ina226.PresetPrecise, // shunt-only assumes the bus voltage: ModelBased
 			open: func(bus *inasim.Bus) (drivers.Sensor, error) {
 				cfg := ina226.Config{ShuntMicroOhms: simShuntUOhm, MaxCurrentUA: simMaxUA, Preset: p, Clock: bus.Clock()}
 				if p == ina226.PresetShuntOnly {
@@ -49,7 +49,7 @@ func shippedChips() []chipConfig {
 	for _, p := range ina219.Presets() {
 		p := p
 		cs = append(cs, chipConfig{name: "ina219-" + p.String(), kind: inasim.INA219,
-			hw: p == ina219.PresetPrecise || p == ina219.PresetShuntOnly,
+			hw: p == ina219.PresetPrecise,
 			open: func(bus *inasim.Bus) (drivers.Sensor, error) {
 				cfg := ina219.Config{ShuntMicroOhms: simShuntUOhm, MaxCurrentUA: simMaxUA, Preset: p, Clock: bus.Clock()}
 				if p == ina219.PresetShuntOnly {

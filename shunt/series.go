@@ -289,6 +289,7 @@ func (s *Series) report(res result, serveNs int64, prorata bool) (Report, error)
 		AccuracyPPM: s.declared,
 		Shared:      1,
 		FullScaleUW: fullScaleUW(s.info.Accuracy.MaxPower),
+		BusBand:     busBand(s.info.BusAssumed),
 	}
 	rep.Why = s.why(res, m, uint64(energy), prorata)
 	prov := wire.HwShunt
@@ -306,6 +307,8 @@ func (s *Series) why(res result, m wire.Metering, energy uint64, prorata bool) s
 	switch {
 	case !s.info.Kind.Hardware():
 		return fmt.Sprintf("a %s meter cannot support a hardware claim", s.info.Kind)
+	case s.info.BusAssumed != nil:
+		return fmt.Sprintf("the bus voltage was assumed within [%v, %v], not measured behind each reading", s.info.BusAssumed.Lo, s.info.BusAssumed.Hi)
 	case prorata:
 		return "apportioned pro rata"
 	case !res.chained:
@@ -321,6 +324,17 @@ func (s *Series) why(res result, m wire.Metering, energy uint64, prorata bool) s
 		return fmt.Sprintf("the bound %d µJ exceeds the declared accuracy %d ppm of %d µJ", m.ErrorUJ, m.AccuracyPPM, energy)
 	}
 	return ""
+}
+
+// busBand is a sensor's assumed bus band in whole mV, rounded outwards so
+// that the receipt never states a narrower band than the one assumed.
+func busBand(b *drivers.BusBand) *wire.BusBand {
+	if b == nil {
+		return nil
+	}
+	lo := max(int64(b.Lo), 0) / int64(physic.MilliVolt)
+	hi := (max(int64(b.Hi), 0) + int64(physic.MilliVolt) - 1) / int64(physic.MilliVolt)
+	return &wire.BusBand{LoMV: uint64(lo), HiMV: uint64(max(hi, lo))}
 }
 
 // Stats describes the sampler's health.

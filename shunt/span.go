@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"math/bits"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -43,6 +46,17 @@ type SpanConfig struct {
 	// Now is the span's clock; nil means the first member's. It must agree
 	// with the members' clocks.
 	Now func() time.Time
+	// Inside maps a member's name to the name of another member whose
+	// energy contains it (RAPL's package inside the board input's INA226,
+	// a GPU rail inside the board): the inner member is a breakdown of the
+	// outer one, read over the same windows but never added to the
+	// figure, the bound or the evidence (see Breakdown). Members not named
+	// here are summed, which is right only for meters on disjoint rails:
+	// deciding which meters may nest is the configuration's job.
+	Inside map[string]string
+	// Logger receives why an idle measurement was refused or left off a
+	// reading; nil discards.
+	Logger *slog.Logger
 }
 
 // Span is the set of meters that together see one backend's energy — an
@@ -67,12 +81,40 @@ type Span struct {
 
 	slot chan struct{} // Exclusive: held from Open to Close
 
+	// inner[i] names the member that member i lies inside, "" when it is
+	// summed into the figure.
+	inner []string
+	log   *slog.Logger
+
 	mu       sync.Mutex
 	open     map[*SpanWindow]struct{}
 	history  []interval // closed windows, for apportioning
 	quiet    time.Time  // since when no window has been open
 	idle     []float64  // recent idle powers, µW
 	idleNext int
+	idleSt   IdleStats
+	last     []Breakdown // the inner members' readings of the last window closed
+}
+
+// IdleStats counts the span's idle measurements and why some were not
+// used.
+type IdleStats struct {
+	// Measured counts the quiet stretches measured and kept.
+	Measured uint64
+	// Unsteady counts quiet stretches refused because their power moved
+	// more than a quiet board's does (something else ran).
+	Unsteady uint64
+	// AboveFigure counts readings that left x_idle_uw off because idle
+	// power over the window would exceed the window's own energy: the
+	// idle figure cannot have been taken on a quiet board.
+	AboveFigure uint64
+}
+
+// Breakdown is one inner member's reading over a window of its span:
+// energy the outer member's figure already contains, shown apart.
+type Breakdown struct {
+	Meter, Inside string
+	Reading       wire.Reading
 }
 
 type interval struct{ a, b time.Time }
@@ -112,20 +154,66 @@ func NewSpan(meters []Member, cfg SpanConfig) (*Span, error) {
 		names = append(names, m.Name())
 		guard = max(guard, 2*m.Info().MaxPeriod)
 	}
+	inner := make([]string, len(meters))
+	for in, out := range cfg.Inside {
+		i, o := slices.Index(names, in), slices.Index(names, out)
+		switch {
+		case i < 0:
+			return nil, fmt.Errorf("shunt: %s is declared inside %s but is not in the span", in, out)
+		case o < 0:
+			return nil, fmt.Errorf("shunt: %s is declared inside %s, which is not in the span", in, out)
+		case i == o:
+			return nil, fmt.Errorf("shunt: %s is declared inside itself", in)
+		}
+		inner[i] = out
+	}
+	// The outermost member of each chain is the one counted; a cycle has
+	// none and would count nothing.
+	for i := range meters {
+		seen := map[string]bool{}
+		for at := names[i]; cfg.Inside[at] != ""; at = cfg.Inside[at] {
+			if seen[at] {
+				return nil, fmt.Errorf("shunt: the meters declared inside one another form a cycle through %s", at)
+			}
+			seen[at] = true
+		}
+	}
+	var counted []string
+	for i, n := range names {
+		if inner[i] == "" {
+			counted = append(counted, n)
+		}
+	}
 	name := cfg.Name
 	switch {
 	case name != "":
 	case len(meters) == 1:
 		name = meters[0].Name()
-	default:
+	case len(counted) == len(names):
 		name = "span(" + strings.Join(names, "+") + ")"
+	default:
+		// The figure is the counted members' alone; the name says which
+		// members were read as their breakdown.
+		var in []string
+		for i, n := range names {
+			if inner[i] != "" {
+				in = append(in, n)
+			}
+		}
+		name = "span(" + strings.Join(counted, "+") + "; inside: " + strings.Join(in, "+") + ")"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Span{
 		name: name, meters: meters, policy: cfg.Policy,
 		idleMin: cfg.IdleMin, idleN: cfg.IdleSamples, guard: guard,
-		now:  meters[0].Now,
-		slot: make(chan struct{}, 1),
-		open: map[*SpanWindow]struct{}{},
+		now:   meters[0].Now,
+		slot:  make(chan struct{}, 1),
+		open:  map[*SpanWindow]struct{}{},
+		inner: inner,
+		log:   log.With("span", name),
 	}
 	if s.idleMin <= 0 {
 		s.idleMin = time.Second
@@ -146,10 +234,14 @@ func (s *Span) Name() string { return s.name }
 // Meters returns the span's members.
 func (s *Span) Meters() []Member { return s.meters }
 
-// Health returns nil when every member delivers, else the first member's
-// complaint.
+// Health returns nil when every member the figure counts delivers, else
+// the first one's complaint; an inner member (a breakdown) failing costs
+// only its breakdown.
 func (s *Span) Health() error {
-	for _, m := range s.meters {
+	for i, m := range s.meters {
+		if s.inner[i] != "" {
+			continue
+		}
 		if err := m.Health(); err != nil {
 			return err
 		}
@@ -203,8 +295,8 @@ func (s *Span) Open(ctx context.Context) (*SpanWindow, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("span %s: opening window: %w", s.name, err)
 	}
-	for _, m := range s.meters {
-		if !m.Running() {
+	for i, m := range s.meters {
+		if !m.Running() && s.inner[i] == "" {
 			return nil, fmt.Errorf("span %s: opening window: meter %s is not sampling", s.name, m.Name())
 		}
 	}
@@ -226,21 +318,74 @@ func (s *Span) Open(ctx context.Context) (*SpanWindow, error) {
 	return w, nil
 }
 
+// idlePieces is how many equal pieces a quiet stretch is cut into to check
+// that it was quiet, and idleSpread how far (relative to the lowest
+// piece, beyond the pieces' own bounds) their mean powers may differ.
+const (
+	idlePieces = 8
+	idleSpread = 0.25
+)
+
 // measureIdleLocked records the mean power of the quiet stretch that ends
-// now, kept clear of the windows around it by a guard of two periods.
+// now, kept clear of the windows around it by a guard of two periods. No
+// window of this span was open, but something else may have run (a
+// background job, another process on the board): a stretch whose pieces'
+// mean powers differ by more than their bounds plus a quarter of the
+// lowest is refused as not quiet, and so is one whose bound exceeds a
+// quarter of its energy (invalid readings, gaps); both are counted.
 func (s *Span) measureIdleLocked(now time.Time) {
 	a, b := s.quiet.Add(s.guard), now.Add(-s.guard)
 	if b.Sub(a) < s.idleMin {
 		return
 	}
-	var uj float64
-	for _, m := range s.meters {
-		rep, err := m.ProRata(a, b)
-		if err != nil || rep.Coverage.Samples == 0 {
-			return
-		}
-		uj += rep.EnergyUJ
+	n := idlePieces
+	if piece := b.Sub(a) / time.Duration(n); piece < 2*s.guard {
+		n = int(b.Sub(a) / (2 * s.guard))
 	}
+	n = max(n, 1)
+	var uj, boundUJ float64
+	lo, hi := math.Inf(1), math.Inf(-1)
+	var loB, hiB float64
+	for k := range n {
+		pa := a.Add(b.Sub(a) * time.Duration(k) / time.Duration(n))
+		pb := a.Add(b.Sub(a) * time.Duration(k+1) / time.Duration(n))
+		var e, bound float64
+		for i, m := range s.meters {
+			if s.inner[i] != "" {
+				continue
+			}
+			rep, err := m.ProRata(pa, pb)
+			if err != nil || rep.Coverage.Samples == 0 {
+				return
+			}
+			e += rep.EnergyUJ
+			bound += rep.BoundUJ
+		}
+		uj += e
+		boundUJ += bound
+		sec := pb.Sub(pa).Seconds()
+		if p := e / sec; p < lo {
+			lo, loB = p, bound/sec
+		}
+		if p := e / sec; p > hi {
+			hi, hiB = p, bound/sec
+		}
+	}
+	if n > 1 && hi-lo > loB+hiB+idleSpread*max(lo, 0) {
+		s.idleSt.Unsteady++
+		s.log.Warn("idle measurement refused: the quiet stretch was not quiet (something else drew power)",
+			"from", a, "to", b, "lowest_uw", math.Round(lo), "highest_uw", math.Round(hi))
+		return
+	}
+	if boundUJ > idleSpread*uj {
+		// Invalid readings or gaps left the stretch's power unknown within
+		// a quarter: no figure to subtract from anyone's serve.
+		s.idleSt.Unsteady++
+		s.log.Warn("idle measurement refused: the quiet stretch was not measured well enough",
+			"from", a, "to", b, "energy_uj", math.Round(uj), "bound_uj", math.Round(boundUJ))
+		return
+	}
+	s.idleSt.Measured++
 	p := uj / b.Sub(a).Seconds()
 	if len(s.idle) < s.idleN {
 		s.idle = append(s.idle, p)
@@ -280,14 +425,46 @@ func (w *SpanWindow) Close(ctx context.Context) (wire.Reading, error) {
 		return s.apportion(w, t1)
 	}
 	reps := make([]Report, len(s.meters))
+	errs := make([]error, len(s.meters))
 	for i, m := range s.meters {
 		rep, err := m.Energy(w.t0, t1)
-		if err != nil {
+		if err != nil && s.inner[i] == "" {
 			return wire.Reading{}, fmt.Errorf("span %s: %w", s.name, err)
 		}
-		reps[i] = rep
+		reps[i], errs[i] = rep, err
 	}
+	s.keepBreakdown(reps, errs)
 	return s.combine(reps, t1.Sub(w.t0), 1), nil
+}
+
+// keepBreakdown records the inner members' readings of the window just
+// closed; a member that measured nothing of it is left out.
+func (s *Span) keepBreakdown(reps []Report, errs []error) {
+	var out []Breakdown
+	for i, m := range s.meters {
+		if s.inner[i] != "" && errs[i] == nil {
+			out = append(out, Breakdown{Meter: m.Name(), Inside: s.inner[i], Reading: reps[i].Reading})
+		}
+	}
+	s.mu.Lock()
+	s.last = out
+	s.mu.Unlock()
+}
+
+// Breakdown returns the inner members' readings of the last window closed
+// on the span: energy already inside the outer members' figure, for
+// display. Nil when the span has no inner member or no window closed yet.
+func (s *Span) Breakdown() []Breakdown {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.last)
+}
+
+// IdleStats returns the span's idle-measurement counters.
+func (s *Span) IdleStats() IdleStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idleSt
 }
 
 func (s *Span) release(w *SpanWindow, t1 time.Time) {
@@ -353,12 +530,13 @@ func (s *Span) apportion(w *SpanWindow, t1 time.Time) (wire.Reading, error) {
 	}
 	sort.Slice(cuts, func(i, j int) bool { return cuts[i].Before(cuts[j]) })
 	reps := make([]Report, len(s.meters))
+	errs := make([]error, len(s.meters))
 	for i, m := range s.meters {
 		rep, err := m.ProRata(t0, t1)
-		if err != nil {
+		if err != nil && s.inner[i] == "" {
 			return wire.Reading{}, fmt.Errorf("span %s: %w", s.name, err)
 		}
-		reps[i] = rep
+		reps[i], errs[i] = rep, err
 	}
 	shared := 1
 	energy := make([]float64, len(s.meters))
@@ -378,8 +556,15 @@ func (s *Span) apportion(w *SpanWindow, t1 time.Time) (wire.Reading, error) {
 		}
 		shared = max(shared, n)
 		for j, m := range s.meters {
+			if errs[j] != nil {
+				continue
+			}
 			rep, err := m.ProRata(a, b)
 			if err != nil {
+				if s.inner[j] != "" {
+					errs[j] = err
+					continue
+				}
 				return wire.Reading{}, fmt.Errorf("span %s: %w", s.name, err)
 			}
 			energy[j] += rep.EnergyUJ / float64(n)
@@ -393,6 +578,7 @@ func (s *Span) apportion(w *SpanWindow, t1 time.Time) (wire.Reading, error) {
 		reps[j].Reading.Metering.ErrorUJ = uint64(math.Ceil(bound[j] + math.Abs(e-energy[j])))
 		reps[j].Reading.Provenance = wire.ModelBased
 	}
+	s.keepBreakdown(reps, errs)
 	return s.combine(reps, t1.Sub(t0), shared), nil
 }
 
@@ -417,7 +603,11 @@ func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Read
 	m := wire.Metering{Meter: s.name, Kind: wire.KindADC, CoveredPPM: wire.FullPPM, Shared: uint64(shared),
 		ServeNs: uint64(max(serve, 0))}
 	var start, end time.Time
+	first := true
 	for i, rep := range reps {
+		if s.inner[i] != "" {
+			continue // a breakdown: its energy is inside another member's
+		}
 		r := rep.Reading
 		out.EnergyUJ += r.EnergyUJ
 		if r.Provenance == wire.ModelBased {
@@ -434,14 +624,22 @@ func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Read
 		m.AccuracyPPM = max(m.AccuracyPPM, r.Metering.AccuracyPPM)
 		// The span's full scale is its members' sum, stated only when
 		// every member states its own.
-		if i == 0 || m.FullScaleUW != 0 {
+		if first || m.FullScaleUW != 0 {
 			m.FullScaleUW = addFullScale(m.FullScaleUW, r.Metering.FullScaleUW)
 		}
-		if i == 0 || rep.Start.Before(start) {
+		if first || rep.Start.Before(start) {
 			start = rep.Start
 		}
-		if i == 0 || rep.End.After(end) {
+		if first || rep.End.After(end) {
 			end = rep.End
+		}
+		first = false
+		if b := r.Metering.BusBand; b != nil {
+			if m.BusBand == nil {
+				m.BusBand = &wire.BusBand{LoMV: b.LoMV, HiMV: b.HiMV}
+			} else {
+				m.BusBand.LoMV, m.BusBand.HiMV = min(m.BusBand.LoMV, b.LoMV), max(m.BusBand.HiMV, b.HiMV)
+			}
 		}
 	}
 	m.WindowNs = uint64(max(end.Sub(start), 0))
@@ -457,10 +655,30 @@ func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Read
 		}
 	}
 	if idle, ok := s.IdleUW(); ok {
-		m.IdleUW = &idle
+		if idleWithin(idle, m.WindowNs, out.EnergyUJ) {
+			m.IdleUW = &idle
+		} else {
+			// Idle power over the window exceeds what the window drew: the
+			// idle figure was not taken on a quiet board, and sealing it
+			// would make the net energy negative.
+			s.mu.Lock()
+			s.idleSt.AboveFigure++
+			s.mu.Unlock()
+			s.log.Warn("idle power left off the reading: idle over the window exceeds the window's energy",
+				"idle_uw", idle, "window_ns", m.WindowNs, "energy_uj", out.EnergyUJ)
+		}
 	}
 	out.Metering = m
 	return out
+}
+
+// idleWithin reports whether idleUW × windowNs / 10⁹ ≤ energyUJ, exactly
+// (128-bit products), so that net energy = figure − idle × window is never
+// negative.
+func idleWithin(idleUW, windowNs, energyUJ uint64) bool {
+	ih, il := bits.Mul64(idleUW, windowNs)
+	eh, el := bits.Mul64(energyUJ, 1_000_000_000)
+	return ih < eh || (ih == eh && il <= el)
 }
 
 func reflectNil(m Member) bool {

@@ -82,6 +82,7 @@ func handCore(r *Receipt) []byte {
 		"x_window_ns": r.WindowNs, "x_serve_ns": r.ServeNs, "x_error_uj": r.ErrorUJ, "x_samples": r.Samples,
 		"x_max_gap_ns": r.MaxGapNs, "x_covered_ppm": r.CoveredPPM, "x_period_ns": r.PeriodNs,
 		"x_accuracy_ppm": r.AccuracyPPM, "x_shared": r.Shared, "x_idle_uw": r.IdleUW, "x_full_scale_uw": r.FullScaleUW,
+		"x_bus_lo_mv": r.BusLoMV, "x_bus_hi_mv": r.BusHiMV,
 		"x_sealed_unix_ms": r.SealedUnixMs, "x_grant_hold": r.GrantHold, "x_grant_debit_uj": r.GrantDebitUJ,
 	} {
 		if v != nil {
@@ -273,6 +274,12 @@ func evidenceForgeries() []struct {
 		{"HwShunt accuracy above the ceiling", hwM(func(m *wire.Metering) { m.AccuracyPPM = wire.MaxHwAccuracyPPM + 1 }), nil, RefusedEvidence, "x_accuracy_ppm 100001 exceeds the HwShunt ceiling of 100000"},
 		{"HwShunt apportioned", hwM(func(m *wire.Metering) { m.Shared = 2 }), nil, RefusedEvidence, "an apportioned figure is never HwShunt, x_shared is 2"},
 		{"HwShunt bound one µJ over the accuracy", hwM(func(m *wire.Metering) { m.ErrorUJ = 26 }), nil, RefusedEvidence, "allows at most 25 µJ"},
+		// Rule 5: a figure resting on an assumed bus voltage.
+		{"HwShunt with an assumed bus band", hwM(func(m *wire.Metering) { m.BusBand = &wire.BusBand{LoMV: 11975, HiMV: 12025} }), nil, RefusedEvidence,
+			"assumed bus voltage (x_bus_lo_mv 11975 .. x_bus_hi_mv 12025) is never HwShunt"},
+		{"bus band low without high", mbDraft(1), func(r *Receipt) { r.BusLoMV = u64p(11975) }, RefusedCoupling, "x_bus_lo_mv and x_bus_hi_mv travel together"},
+		{"bus band upside down", mbM(func(m *wire.Metering) { m.BusBand = &wire.BusBand{LoMV: 12025, HiMV: 11975} }), nil, RefusedFieldValue, "x_bus_lo_mv 12025 exceeds x_bus_hi_mv 11975"},
+		{"Estimator with a bus band", draft(1), func(r *Receipt) { r.BusLoMV, r.BusHiMV = u64p(1), u64p(2) }, RefusedCoupling, "x_bus_lo_mv is present"},
 		// 2^63 × 100 and 2^62 × 10^6 both wrap to 0 in 64 bits, where the
 		// bound would wrongly pass.
 		{"HwShunt bound that 64-bit products would pass", withMetering(withEnergy(hw, wire.Measured(1<<63, 4500)), func(m *wire.Metering) {
@@ -426,5 +433,30 @@ func TestImpossibleEvidenceRefused(t *testing.T) {
 			_, err = OpenEnvelope(fSign1(k.priv, handCore(forged)), k.Public())
 			check("OpenEnvelope", err)
 		})
+	}
+}
+
+// A ModelBased figure that assumed its bus voltage seals the band, and the
+// band reads back off the decoded receipt as the draft stated it.
+func TestBusBandSealed(t *testing.T) {
+	st := New(testKey(t), nil, Options{})
+	d := withMetering(mbDraft(1), func(m *wire.Metering) { m.BusBand = &wire.BusBand{LoMV: 11975, HiMV: 12025} })
+	r, err := st.Build(d, 0, nil, make([]byte, NonceSize), testClock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := r.EncodeCore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeCore(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.CheckConforming(); err != nil {
+		t.Fatal(err)
+	}
+	if b := back.Metering().BusBand; b == nil || *b != (wire.BusBand{LoMV: 11975, HiMV: 12025}) {
+		t.Fatalf("bus band read back as %+v", b)
 	}
 }

@@ -93,6 +93,11 @@ type Receipt struct {
 	Record *string `cbor:"x_record,omitempty"`
 	Run    *uint64 `cbor:"x_run,omitempty"`
 
+	// BusLoMV and BusHiMV are the bus-voltage band, mV, a shunt-only meter
+	// assumed (wire.Metering.BusBand): such a figure is never HwShunt.
+	BusLoMV *uint64 `cbor:"x_bus_lo_mv,omitempty"`
+	BusHiMV *uint64 `cbor:"x_bus_hi_mv,omitempty"`
+
 	// Foreign holds the "x_" keys meshd does not define, from receipts
 	// sealed by other implementations. They are signed, so they are kept
 	// and re-encoded exactly.
@@ -277,7 +282,7 @@ func (r *Receipt) CheckConforming() error {
 func (r *Receipt) hasMetering() bool {
 	return r.Meter != nil || r.MeterKind != nil || r.WindowNs != nil || r.ServeNs != nil || r.SealedUnixMs != nil ||
 		r.ErrorUJ != nil || r.Samples != nil || r.MaxGapNs != nil || r.CoveredPPM != nil || r.PeriodNs != nil ||
-		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil || r.FullScaleUW != nil
+		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil || r.FullScaleUW != nil || r.BusLoMV != nil || r.BusHiMV != nil
 }
 
 // optUint is one optional integer extension, by key.
@@ -338,6 +343,17 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 			return fieldErr(RefusedCoupling, "evidence rule 2: Estimator names no meter and carries no samples, but %s is present", f.key)
 		}
 	}
+	if (r.BusLoMV == nil) != (r.BusHiMV == nil) {
+		return fieldErr(RefusedCoupling, "evidence rule 11: x_bus_lo_mv and x_bus_hi_mv travel together")
+	}
+	if r.BusLoMV != nil {
+		if estimator {
+			return fieldErr(RefusedCoupling, "evidence rule 2: Estimator names no meter and carries no samples, but x_bus_lo_mv is present")
+		}
+		if *r.BusLoMV > *r.BusHiMV {
+			return fieldErr(RefusedFieldValue, "evidence rule 11: x_bus_lo_mv %d exceeds x_bus_hi_mv %d", *r.BusLoMV, *r.BusHiMV)
+		}
+	}
 	if (kind == wire.KindEstimator) != estimator || (meter == EstimatorMeter) != estimator {
 		return evidenceErr(2, "Estimator names no meter and carries no samples, and only Estimator uses the estimator: energy_provenance %v, x_meter_kind %q, x_meter %q", p, kind, meter)
 	}
@@ -384,6 +400,8 @@ func (r *Receipt) checkHardware(e wire.Energy) error {
 		return evidenceErr(4, "x_accuracy_ppm %d exceeds the HwShunt ceiling of %d", acc, wire.MaxHwAccuracyPPM)
 	case shared > 1:
 		return evidenceErr(4, "an apportioned figure is never HwShunt, x_shared is %d", shared)
+	case r.BusLoMV != nil:
+		return evidenceErr(11, "a figure resting on an assumed bus voltage (x_bus_lo_mv %d .. x_bus_hi_mv %d) is never HwShunt", *r.BusLoMV, *r.BusHiMV)
 	}
 	if limit, fits := wire.AccuracyLimitUJ(measured, acc); fits && errUJ > limit {
 		return evidenceErr(4, "x_error_uj %d exceeds the meter's declared accuracy: %d ppm of measured_uj %d allows at most %d µJ", errUJ, acc, measured, limit)
@@ -604,6 +622,8 @@ const (
 	fXErrorUJ
 	fXServeNs
 	fMeasuredUJ
+	fXBusHiMV
+	fXBusLoMV
 	fXPeriodNs
 	fXWindowNs
 	fEstimatedUJ
@@ -652,6 +672,8 @@ var coreFields = [numFields]coreField{
 	{"x_error_uj", fXErrorUJ, false, math.MaxUint64, false},
 	{"x_serve_ns", fXServeNs, false, math.MaxUint64, false},
 	{"measured_uj", fMeasuredUJ, false, math.MaxUint64, false},
+	{"x_bus_hi_mv", fXBusHiMV, false, math.MaxUint64, false},
+	{"x_bus_lo_mv", fXBusLoMV, false, math.MaxUint64, false},
 	{"x_period_ns", fXPeriodNs, false, math.MaxUint64, false},
 	{"x_window_ns", fXWindowNs, false, math.MaxUint64, false},
 	{"estimated_uj", fEstimatedUJ, false, math.MaxUint64, true},
@@ -773,6 +795,10 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return opt(r.IdleUW)
 	case fXFullScaleUW:
 		return opt(r.FullScaleUW)
+	case fXBusHiMV:
+		return opt(r.BusHiMV)
+	case fXBusLoMV:
+		return opt(r.BusLoMV)
 	case fXSamples:
 		return opt(r.Samples)
 	case fXServeNs:
@@ -893,6 +919,10 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.IdleUW = opt()
 	case fXFullScaleUW:
 		r.FullScaleUW = opt()
+	case fXBusHiMV:
+		r.BusHiMV = opt()
+	case fXBusLoMV:
+		r.BusLoMV = opt()
 	case fXSamples:
 		r.Samples = opt()
 	case fXServeNs:
@@ -1148,6 +1178,9 @@ func (r *Receipt) Metering() wire.Metering {
 	}
 	if r.FullScaleUW != nil {
 		m.FullScaleUW = *r.FullScaleUW
+	}
+	if r.BusLoMV != nil && r.BusHiMV != nil {
+		m.BusBand = &wire.BusBand{LoMV: *r.BusLoMV, HiMV: *r.BusHiMV}
 	}
 	return m
 }

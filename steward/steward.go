@@ -183,6 +183,9 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 		if m.FullScaleUW != 0 {
 			r.FullScaleUW = u64p(m.FullScaleUW)
 		}
+		if m.BusBand != nil {
+			r.BusLoMV, r.BusHiMV = u64p(m.BusBand.LoMV), u64p(m.BusBand.HiMV)
+		}
 	}
 	if d.Candidates != nil {
 		cs, err := FormatCandidates(d.Candidates)

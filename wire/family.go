@@ -109,7 +109,8 @@ func FamilyOf(name string) (MeterFamily, bool) {
 	return MeterFamily{}, false
 }
 
-// SpanMembers splits a span's name "span(a+b+…)" into its members' names;
+// SpanMembers splits a span's name "span(a+b+…)" into the names of the
+// members its figure adds (a breakdown after "; inside: " is not one);
 // a name that is not a span is its own single member. ok is false for a
 // malformed span (an empty member).
 func SpanMembers(name string) (members []string, ok bool) {
@@ -120,6 +121,11 @@ func SpanMembers(name string) (members []string, ok bool) {
 	inner, closed := strings.CutSuffix(inner, ")")
 	if !closed {
 		return nil, false
+	}
+	// "span(a+b; inside: c)": the meters after "inside:" were read as a
+	// breakdown of the others and are not in the figure (PROFILE §13).
+	if i := strings.Index(inner, "; inside: "); i >= 0 {
+		inner = inner[:i]
 	}
 	members = strings.Split(inner, "+")
 	for _, m := range members {

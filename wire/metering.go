@@ -108,4 +108,15 @@ type Metering struct {
 	// No window can hold more energy than FullScaleUW × WindowNs plus
 	// the error bound.
 	FullScaleUW uint64
+	// BusBand is set when the power was the measured current times a bus
+	// voltage the meter assumed rather than measured (an INA226 or INA219
+	// in shunt-only mode): the figure and its bound hold only if the rail
+	// stayed within the band, which nothing observed, so such a figure is
+	// never HwShunt. For a span, the union of its members' bands.
+	BusBand *BusBand
+}
+
+// BusBand is the bus voltage band a meter assumed, in mV: [LoMV, HiMV].
+type BusBand struct {
+	LoMV, HiMV uint64
 }

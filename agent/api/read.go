@@ -174,6 +174,16 @@ func (s *Server) meters(w http.ResponseWriter, r *http.Request) {
 			}
 			row["last_window"] = lw
 		}
+		if m.Config.Inside != "" {
+			row["inside"] = m.Config.Inside
+		}
+		// A meter inside another member of its span is never added to the
+		// figure: its reading of the span's last window is shown apart.
+		if b, ok := s.node.Breakdown(m); ok {
+			row["breakdown"] = map[string]any{"inside": b.Inside, "energy_uj": b.Reading.EnergyUJ,
+				"error_uj": b.Reading.Metering.ErrorUJ, "provenance": b.Reading.Provenance.String(),
+				"window_ns": b.Reading.Metering.WindowNs}
+		}
 		out = append(out, row)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"meters": out})

@@ -82,6 +82,7 @@ func (v *checker) run() {
 	v.requestDefaults()
 	v.log()
 	v.meters()
+	v.relations()
 	v.backends()
 	v.corpora()
 	v.fleet()
@@ -342,7 +343,7 @@ func (v *checker) meters() {
 		if !v.oneOf(p+"driver", m.Driver, drivers...) {
 			continue
 		}
-		allowed := map[string]bool{"name": true, "driver": true}
+		allowed := map[string]bool{"name": true, "driver": true, "inside": true, "disjoint": true}
 		for _, f := range meterFields[m.Driver] {
 			allowed[f] = true
 		}
@@ -424,6 +425,55 @@ func (v *checker) meters() {
 	}
 }
 
+// relations checks what the meters declare of one another: inside and
+// disjoint name other meters, a meter is never inside or disjoint from
+// itself, inside does not go round in a cycle, and no two meters are
+// declared both nested and disjoint.
+func (v *checker) relations() {
+	for i, m := range v.c.Meters {
+		p := fmt.Sprintf("meter[%d].", i)
+		if v.ix.has(p + "inside") {
+			switch _, ok := v.c.Meter(m.Inside); {
+			case m.Inside == m.Name:
+				v.problem(p+"inside", "a meter cannot be inside itself")
+			case !ok:
+				v.problem(p+"inside", "no [[meter]] is named %q", m.Inside)
+			case v.c.Contains(m.Name, m.Name):
+				v.problem(p+"inside", "meters declared inside one another form a cycle through %q", m.Name)
+			}
+		}
+		seen := map[string]bool{}
+		for j, d := range m.Disjoint {
+			k := fmt.Sprintf("%sdisjoint[%d]", p, j)
+			switch _, ok := v.c.Meter(d); {
+			case d == m.Name:
+				v.problem(k, "a meter cannot be disjoint from itself")
+			case !ok:
+				v.problem(k, "no [[meter]] is named %q", d)
+			case seen[d]:
+				v.problem(k, "%q is listed twice", d)
+			case v.c.Contains(d, m.Name) || v.c.Contains(m.Name, d):
+				v.problem(k, "%q and %q are declared both disjoint and one inside the other", m.Name, d)
+			}
+			seen[d] = true
+		}
+	}
+}
+
+// spanRelated reports a span (at key, the list of meters) whose meters
+// are not all declared related: a span adds its meters, so two that may
+// measure the same energy would be counted twice.
+func (v *checker) spanRelated(key string, names []string) {
+	for _, n := range names {
+		if _, ok := v.c.Meter(n); !ok {
+			return // already reported
+		}
+	}
+	if _, err := v.c.SpanInside(names); err != nil {
+		v.problem(key, "%v", err)
+	}
+}
+
 // backends checks each [[backend]] against its kind, its meters against
 // the [[meter]]s, and that there is something to serve.
 func (v *checker) backends() {
@@ -469,6 +519,9 @@ func (v *checker) backends() {
 			if _, dup := seen[m]; !dup {
 				seen[m] = j
 			}
+		}
+		if len(seen) == len(b.Meters) {
+			v.spanRelated(p+"meters", b.Meters)
 		}
 		if !has("kind") {
 			v.problem(p+"kind", "required, one of %s", quoteList(kinds))
@@ -698,6 +751,7 @@ func (v *checker) corpora() {
 				v.problem(fmt.Sprintf("%smeters[%d]", p, j), "no [[meter]] is named %q", m)
 			}
 		}
+		v.spanRelated(p+"meters", c.Meters)
 		ids := map[string]bool{}
 		for j, r := range c.Repos {
 			rp := fmt.Sprintf("%srepo[%d].", p, j)

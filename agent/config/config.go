@@ -21,6 +21,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -241,6 +242,15 @@ type Meter struct {
 	Device string `toml:"device,omitempty"`
 	// MaxMW (line, required > 0) is the meter's full scale in mW.
 	MaxMW int64 `toml:"max_mw,omitempty"`
+
+	// Inside (any driver) names the meter whose energy contains this
+	// one's: RAPL's package inside the board input's INA226, a GPU rail
+	// inside the board. In a span with that meter this one is a breakdown,
+	// shown but never added. Disjoint names meters that see none of this
+	// one's energy (a shunt on a separate rail). Two meters in one span
+	// must be related one way or the other (PROFILE §13).
+	Inside   string   `toml:"inside,omitempty"`
+	Disjoint []string `toml:"disjoint,omitempty"`
 }
 
 // Backend is one [[backend]] table: an engine the router may pick.
@@ -314,6 +324,67 @@ func (c *Config) Meter(name string) (Meter, bool) {
 		}
 	}
 	return Meter{}, false
+}
+
+// Contains reports whether the meter called inner is declared inside the
+// one called outer, directly or through meters inside one another. A
+// cycle contains nothing (the checker refuses one).
+func (c *Config) Contains(outer, inner string) bool {
+	seen := map[string]bool{}
+	for at := inner; !seen[at]; {
+		seen[at] = true
+		m, ok := c.Meter(at)
+		if !ok || m.Inside == "" {
+			return false
+		}
+		if m.Inside == outer {
+			return true
+		}
+		at = m.Inside
+	}
+	return false
+}
+
+// Disjoint reports whether either of two meters declares the other
+// disjoint.
+func (c *Config) Disjoint(a, b string) bool {
+	ma, _ := c.Meter(a)
+	mb, _ := c.Meter(b)
+	return slices.Contains(ma.Disjoint, b) || slices.Contains(mb.Disjoint, a)
+}
+
+// SpanInside returns, for each meter of a span declared inside another
+// member (directly or through meters inside one another), the nearest
+// such outer member: the span reads it as a breakdown of that one, never
+// adding it. The members left — the ones the figure sums — must be
+// declared disjoint pairwise: meters that may measure the same energy
+// would be counted twice, so an undeclared pair is refused.
+func (c *Config) SpanInside(names []string) (map[string]string, error) {
+	inside := map[string]string{}
+	for _, a := range names {
+		seen := map[string]bool{}
+		for m, _ := c.Meter(a); m.Inside != "" && !seen[m.Inside]; m, _ = c.Meter(m.Inside) {
+			seen[m.Inside] = true
+			if slices.Contains(names, m.Inside) {
+				inside[a] = m.Inside
+				break
+			}
+		}
+	}
+	var summed []string
+	for _, n := range names {
+		if _, in := inside[n]; !in {
+			summed = append(summed, n)
+		}
+	}
+	for i, a := range summed {
+		for _, b := range summed[i+1:] {
+			if !c.Disjoint(a, b) {
+				return nil, fmt.Errorf("meters %q and %q may measure the same energy, and a span adds its meters: declare inside = %q on meter %q (or inside = %q on %q) if one contains the other, which is then shown as a breakdown, not added; or disjoint = [%q] on %q if they are on separate rails", a, b, a, b, b, a, b, a)
+			}
+		}
+	}
+	return inside, nil
 }
 
 // MaxCurrentUA is MaxCurrentA in µA, rounded to the nearest, because the INA

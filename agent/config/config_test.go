@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -63,6 +64,7 @@ bus_tolerance = 0.05
 name = "cpu"
 driver = "rapl"
 zone = "package-0/dram"
+inside = "board"
 
 [[meter]]
 name = "gpu"
@@ -119,7 +121,7 @@ func TestParseFull(t *testing.T) {
 		Defaults: Defaults{JouleCeilingUJ: DefaultJouleCeilingUJ, MaxTokens: 16},
 		Meters: []Meter{
 			{Name: "board", Driver: "ina226", Bus: "/dev/i2c-1", Address: 0x41, ShuntUOhm: 2000, MaxCurrentA: 3.2, Preset: "shunt-only", BusTolerance: 0.05},
-			{Name: "cpu", Driver: "rapl", Zone: "package-0/dram", PowercapRoot: "/sys/class/powercap"},
+			{Name: "cpu", Driver: "rapl", Zone: "package-0/dram", PowercapRoot: "/sys/class/powercap", Inside: "board"},
 			{Name: "gpu", Driver: "nvml", GPU: 1},
 			{Name: "usb", Driver: "line", Device: "/dev/ttyACM0", MaxMW: 15000},
 			{Name: "vdd", Driver: "hwmon", Rail: "VDD_IN", HwmonRoot: "/sys/class/hwmon"},
@@ -466,8 +468,11 @@ func TestExample(t *testing.T) {
 	if !ok || m.Driver != "ina226" || m.Bus != "1" || m.Address != 0x40 || m.ShuntUOhm != 2000 || m.MaxCurrentUA() != 3200000 {
 		t.Errorf("meter %+v", m)
 	}
+	if in, err := c.SpanInside(c.Backends[0].Meters); err != nil || !reflect.DeepEqual(in, map[string]string{"cpu": "board"}) {
+		t.Errorf("the example's span: inside %v, %v", in, err)
+	}
 	if len(c.Backends) != 2 || c.Backends[0].Kind != "mesh-gguf" || c.Backends[0].Model != "/var/lib/meshd/models/model.gguf" ||
-		!reflect.DeepEqual(c.Backends[0].Meters, []string{"board"}) || c.Backends[1].Kind != "reference" ||
+		!reflect.DeepEqual(c.Backends[0].Meters, []string{"board", "cpu"}) || c.Backends[1].Kind != "reference" ||
 		c.Backends[1].Fidelity != 0 || len(c.Backends[1].Meters) != 0 {
 		t.Errorf("backends %+v", c.Backends)
 	}
@@ -663,5 +668,85 @@ commit = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	k := c.Corpora[0]
 	if k.Runner != "mesh-gguf" || k.ChunkLines != 40 || k.ChunkOverlap != 8 || k.UJPerToken != 1 || k.SigningProfile != "pq_pure" || len(k.Repos) != 1 || k.Repos[0].Path != "/srv/alpha" {
 		t.Fatalf("corpus defaults: %+v", k)
+	}
+}
+
+// relMeters is a board input, its CPU package and GPU rail, and a USB
+// meter on a separate rail; the cases append relations and a backend.
+const relMeters = `[[meter]]
+name = "board"
+driver = "ina226"
+bus = "1"
+address = 0x40
+shunt_uohm = 2000
+max_current_a = 3.2
+[[meter]]
+name = "cpu"
+driver = "rapl"
+zone = "package-0"
+%s
+[[meter]]
+name = "gpu"
+driver = "nvml"
+%s
+[[meter]]
+name = "usb"
+driver = "um"
+device = "/dev/rfcomm0"
+%s
+[[backend]]
+name = "b"
+kind = "reference"
+fidelity = 0
+uj_per_token = 1
+meters = %s
+`
+
+// Meters that may measure the same energy are summed only when declared
+// disjoint; one declared inside another is its breakdown; a span of
+// meters with no declared relation is refused, naming both.
+func TestSpanRelations(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		cpu, gpu, usb, span string
+		want                []want
+		inside              map[string]string
+	}{
+		{"unrelated board and RAPL refused", "", "", "", `["board", "cpu"]`,
+			[]want{{27, "backend[0].meters", `meters "board" and "cpu" may measure the same energy`}}, nil},
+		{"RAPL inside the board", `inside = "board"`, "", "", `["board", "cpu"]`, nil, map[string]string{"cpu": "board"}},
+		{"GPU and RAPL both inside the board", `inside = "board"`, `inside = "board"`, "", `["board", "cpu", "gpu"]`, nil,
+			map[string]string{"cpu": "board", "gpu": "board"}},
+		{"siblings without their outer meter", `inside = "board"`, `inside = "board"`, "", `["cpu", "gpu"]`,
+			[]want{{27, "backend[0].meters", `meters "cpu" and "gpu" may measure the same energy`}}, nil},
+		{"siblings declared disjoint", `inside = "board"`, `inside = "board"` + "\ndisjoint = [\"cpu\"]", "", `["cpu", "gpu"]`, nil, map[string]string{}},
+		{"separate rail declared disjoint", "", "", `disjoint = ["board"]`, `["board", "usb"]`, nil, map[string]string{}},
+		{"inside a meter that is not there", `inside = "ghost"`, "", "", `["board"]`,
+			[]want{{12, "meter[1].inside", `no [[meter]] is named "ghost"`}}, nil},
+		{"inside itself", `inside = "cpu"`, "", "", `["board"]`, []want{{12, "meter[1].inside", "cannot be inside itself"}}, nil},
+		{"a cycle", `inside = "gpu"`, `inside = "cpu"`, "", `["board"]`, []want{
+			{12, "meter[1].inside", `cycle through "cpu"`}, {16, "meter[2].inside", `cycle through "gpu"`}}, nil},
+		{"both nested and disjoint", `inside = "board"` + "\ndisjoint = [\"board\"]", "", "", `["board"]`,
+			[]want{{13, "meter[1].disjoint[0]", "declared both disjoint and one inside the other"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := fmt.Sprintf(relMeters, tc.cpu, tc.gpu, tc.usb, tc.span)
+			c, err := Parse([]byte(doc), "bad.toml")
+			if tc.want != nil {
+				var ps *Problems
+				if !errors.As(err, &ps) {
+					t.Fatalf("error %v is not *Problems", err)
+				}
+				checkProblems(t, ps, tc.want)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.SpanInside(c.Backends[0].Meters)
+			if err != nil || !reflect.DeepEqual(got, tc.inside) {
+				t.Fatalf("SpanInside = %v, %v; want %v", got, err, tc.inside)
+			}
+		})
 	}
 }

@@ -124,6 +124,27 @@ func (n *Node) LastWindow(m *Meter) (Window, bool) {
 	return best, found
 }
 
+// Breakdown is m's reading over the newest closed window of a span in
+// which it is inside another member: energy that member's figure already
+// contains, for display beside it. False when m is no span's breakdown or
+// no such window closed yet.
+func (n *Node) Breakdown(m *Meter) (shunt.Breakdown, bool) {
+	n.lastMu.Lock()
+	spans := make([]*shunt.Span, 0, len(n.last))
+	for sp := range n.last {
+		spans = append(spans, sp)
+	}
+	n.lastMu.Unlock()
+	for _, sp := range spans {
+		for _, b := range sp.Breakdown() {
+			if b.Meter == m.Meter.Name() {
+				return b, true
+			}
+		}
+	}
+	return shunt.Breakdown{}, false
+}
+
 // Meter is one configured meter, sampling.
 type Meter struct {
 	Config config.Meter
@@ -377,7 +398,7 @@ func (n *Node) build(ctx context.Context, cfg *config.Config, old *Node) (agent.
 	}
 	for _, mc := range cfg.Meters {
 		if old != nil {
-			if m, ok := old.meters[mc.Name]; ok && m.Config == mc {
+			if m, ok := old.meters[mc.Name]; ok && reflect.DeepEqual(m.Config, mc) {
 				meters[mc.Name] = m
 				continue
 			}
@@ -405,8 +426,17 @@ func (n *Node) build(ctx context.Context, cfg *config.Config, old *Node) (agent.
 			for _, name := range names {
 				members = append(members, meters[name].Meter)
 			}
-			var err error
-			if sp, err = shunt.NewSpan(members, shunt.SpanConfig{Policy: policy, Now: n.opts.MeterConfig.Now}); err != nil {
+			rel, err := cfg.SpanInside(names)
+			if err != nil {
+				return nil, nil, fmt.Errorf("span %s: %w", key, err)
+			}
+			// The span knows its members by their sensors' names.
+			inside := map[string]string{}
+			for in, out := range rel {
+				inside[meters[in].Meter.Name()] = meters[out].Meter.Name()
+			}
+			if sp, err = shunt.NewSpan(members, shunt.SpanConfig{Policy: policy, Now: n.opts.MeterConfig.Now, Inside: inside,
+				Logger: n.log.With("span", key)}); err != nil {
 				return nil, nil, fmt.Errorf("span %s: %w", key, err)
 			}
 			spans[key] = sp
@@ -484,7 +514,9 @@ func (n *Node) build(ctx context.Context, cfg *config.Config, old *Node) (agent.
 
 // checkSpans refuses backends whose spans overlap without being equal: two
 // spans sharing a meter would each charge the whole of its energy to
-// their own serves, counting it twice.
+// their own serves, counting it twice. Within a span, every two meters
+// must be declared related (config.SpanInside): one inside the other, or
+// disjoint.
 func checkSpans(cfg *config.Config) error {
 	owner := map[string]string{} // meter -> span key
 	type user struct {
@@ -501,6 +533,9 @@ func checkSpans(cfg *config.Config) error {
 	for _, u := range users {
 		if len(u.meters) == 0 {
 			continue
+		}
+		if _, err := cfg.SpanInside(u.meters); err != nil {
+			return fmt.Errorf("%s: %w", u.what, err)
 		}
 		key := strings.Join(u.meters, "+")
 		for _, m := range u.meters {

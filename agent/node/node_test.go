@@ -106,6 +106,7 @@ zone = "package-0"
 name = "y"
 driver = "rapl"
 zone = "package-0/dram"
+disjoint = ["x"]
 
 [[backend]]
 name = "a"
@@ -124,5 +125,27 @@ meters = ["x"]
 	err := checkSpans(cfg)
 	if err == nil || !strings.Contains(err.Error(), `meter "x" is also in the span x+y`) {
 		t.Fatalf("overlapping spans: %v", err)
+	}
+}
+
+// A config built without the checker (a program's own, the demo's) is
+// held to the same rule at open: meters a span sums must be declared
+// disjoint, and one declared inside another member is its breakdown.
+func TestNestedSpanRefusedAtOpen(t *testing.T) {
+	cfg := &config.Config{
+		Meters: []config.Meter{{Name: "board", Driver: "ina226"}, {Name: "cpu", Driver: "rapl", Zone: "package-0"}},
+		Backends: []config.Backend{{Name: "a", Kind: "reference", Fidelity: 1, UJPerToken: 10, Work: 1,
+			Meters: []string{"board", "cpu"}}},
+	}
+	if err := checkSpans(cfg); err == nil || !strings.Contains(err.Error(), `backend "a": meters "board" and "cpu" may measure the same energy`) {
+		t.Fatalf("undeclared nesting: %v", err)
+	}
+	cfg.Meters[1].Inside = "board"
+	if err := checkSpans(cfg); err != nil {
+		t.Fatalf("declared inside: %v", err)
+	}
+	cfg.Meters[1].Inside, cfg.Meters[1].Disjoint = "", []string{"board"}
+	if err := checkSpans(cfg); err != nil {
+		t.Fatalf("declared disjoint: %v", err)
 	}
 }

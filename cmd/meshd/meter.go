@@ -13,7 +13,10 @@ import (
 )
 
 const meterUsage = `meter spec: one meter, or several joined by + into a span whose figure is
-their sum and whose provenance is the worst of theirs (e.g. ina226:...+rapl:package-0):
+their sum and whose provenance is the worst of theirs. + declares the meters disjoint
+(separate rails, e.g. ina226:1:0x40:...+ina226:1:0x41:...): never join a meter to one
+that contains it (RAPL or a GPU inside a board input's INA226): a config file's
+inside = "..." shows such a meter as a breakdown instead:
   ina226:BUS:ADDR:SHUNT_UOHM:MAX_UA   e.g. ina226:1:0x40:10000:3000000 (I2C bus name as periph knows it)
   ina219:BUS:ADDR:SHUNT_UOHM:MAX_UA
   hwmon:RAIL[@SHUNT_UOHM]             a kernel rail by label or name, e.g. hwmon:VDD_IN or hwmon:hwmon2/ina226:1;
@@ -48,6 +51,15 @@ func metersFromSpec(spec, hwmonRoot string) ([]config.Meter, error) {
 		}
 		m.Name = fmt.Sprintf("m%d", i)
 		out = append(out, m)
+	}
+	// Joining meters with + is the operator's statement that they measure
+	// separate energy: the span sums them.
+	for i := range out {
+		for j := range out {
+			if i != j {
+				out[i].Disjoint = append(out[i].Disjoint, out[j].Name)
+			}
+		}
 	}
 	return out, nil
 }

@@ -32,7 +32,9 @@
 // Open and every Config.BusEvery (breaking contiguity each time) and relies
 // on the rail's declared regulation, Config.BusTolerance, which it adds to
 // the gain error; a bracket outside that tolerance of the first measurement
-// makes readings Overflow until the rail is back.
+// makes readings Overflow until the rail is back. Between two brackets the
+// chip sees no sag, so Info states the band assumed (drivers.Info.BusAssumed)
+// and the sampler never makes a hardware claim from such readings.
 //
 // The default is PresetPrecise (AVG 1, VSHCT 8.244 ms, VBUSCT 140 µs: 119
 // Hz, 1.7 % dead): the smallest dead fraction among the sensible settings,

@@ -122,6 +122,9 @@ func TestPresetsRegistersAndInfo(t *testing.T) {
 			if info.Kind != drivers.KindConversion || info.Period != tt.period || info.MaxPeriod != tt.period+tt.period/10 {
 				t.Errorf("Info %v period %v max %v, want adc %v and +10%%", info.Kind, info.Period, info.MaxPeriod, tt.period)
 			}
+			if shuntOnly := tt.cfg.Preset == PresetShuntOnly; (info.BusAssumed != nil) != shuntOnly {
+				t.Errorf("BusAssumed %+v: only shunt-only assumes its bus voltage", info.BusAssumed)
+			}
 			s := r.Next(t)
 			if s.Dead != tt.dead {
 				t.Errorf("Dead %v, want %v", s.Dead, tt.dead)

@@ -353,6 +353,11 @@ func TestShuntOnlyBracketsBus(t *testing.T) {
 	if a := r.Dev.Info().Accuracy; a.GainErr != 0.002+cfg.BusTolerance {
 		t.Fatalf("GainErr %v, want 0.2 %% + 5 %% declared regulation", a.GainErr)
 	}
+	// The power rests on the first bracket (12 V) ± 5 %, one 1.25 mV LSB
+	// wider each way: the band the receipt states.
+	if b := r.Dev.Info().BusAssumed; b == nil || b.Lo != 11400*physic.MilliVolt-1250*physic.MicroVolt || b.Hi != 12600*physic.MilliVolt+1250*physic.MicroVolt {
+		t.Fatalf("assumed bus band %+v, want [11.39875 V, 12.60125 V]", b)
+	}
 	var samples []drivers.Sample
 	for r.Clock.Now().Before(drivertest.Epoch.Add(90 * ms)) {
 		samples = append(samples, r.Next(t))

@@ -126,6 +126,9 @@ type ReplayConfig struct {
 	Point bool
 	// Faults says what happens to conversion i (0-based); nil is none.
 	Faults func(i int) Fault
+	// BusAssumed is the sensor's stated assumed bus band (an INA in
+	// shunt-only mode); nil means it measures the bus.
+	BusAssumed *drivers.BusBand
 }
 
 // Conversion is one conversion as the replay made it: the truth a test
@@ -192,6 +195,7 @@ func (r *Replay) Info() drivers.Info {
 			MaxPower:    physic.Power(fs),
 			DeclaredPPM: r.cfg.DeclaredPPM,
 		},
+		BusAssumed: r.cfg.BusAssumed,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -128,8 +129,23 @@ func (c *Chip) UpdatePeriod() time.Duration { return c.set.Period }
 
 // Info implements drivers.Sensor: each reading is one conversion, placed
 // by the chip's clock, whose period may be a tenth longer than nominal.
+//
+// In shunt-only mode the readings' power is the current times the bus
+// voltage last bracketed, which the operator declared regulated within
+// BusTolerance of the first bracket: Info states that band as BusAssumed
+// (the first bracket ± the tolerance, widened by one bus LSB each way),
+// since a sag between two brackets is invisible to the chip.
 func (c *Chip) Info() drivers.Info {
-	return drivers.Info{Kind: drivers.KindConversion, Period: c.set.Period, MaxPeriod: c.tmax, Accuracy: c.set.Accuracy}
+	in := drivers.Info{Kind: drivers.KindConversion, Period: c.set.Period, MaxPeriod: c.tmax, Accuracy: c.set.Accuracy}
+	if c.set.ShuntOnly {
+		ref := float64(c.busRef>>c.model.BusShift) * float64(c.model.BusLSB)
+		lsb := float64(c.model.BusLSB)
+		in.BusAssumed = &drivers.BusBand{
+			Lo: physic.ElectricPotential(math.Max(math.Floor(ref*(1-c.set.BusTolerance)-lsb), 0)),
+			Hi: physic.ElectricPotential(math.Ceil(ref*(1+c.set.BusTolerance) + lsb)),
+		}
+	}
+	return in
 }
 
 // Calibration is the calibration register value programmed.
