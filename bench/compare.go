@@ -31,6 +31,7 @@ type Key struct {
 	Fleet string // "backend/recipe"; empty for a bench cell
 }
 
+// String is the cell as tables name it: "4×8", or "backend/recipe".
 func (k Key) String() string {
 	if k.Fleet != "" {
 		return k.Fleet

@@ -1,10 +1,10 @@
 package bench
 
-// `meshctl fleet report`: µJ per accepted token per board, backend and
-// recipe, from the receipts a fleet publishes to NATS JetStream, written
-// as a bench report of kind "fleet" (PROFILE.md §21) so that `bench
-// verify` checks it and `bench compare` ranks it by the same rules as a
-// bench run. Only chains the fleet verifier (agent/fleet, the code of
+// The fleet report (`meshctl fleet report`): µJ per accepted token per
+// board, backend and recipe, from the receipts a fleet publishes to NATS
+// JetStream, written as a bench report of kind "fleet" (PROFILE.md §21),
+// so that VerifyFleet checks it and Compare ranks it by the same rules as
+// a bench run. Only chains the fleet verifier (agent/fleet, the code of
 // `fleet verify`) found whole are used; what it found wrong is listed in
 // the report. The operator signs the aggregation; every receipt in it
 // still verifies under its own steward.

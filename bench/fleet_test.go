@@ -2,11 +2,12 @@ package bench
 
 import (
 	"context"
-	"meshd/steward"
-	"meshd/wire"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"meshd/steward"
+	"meshd/wire"
 )
 
 // board is one steward's log.

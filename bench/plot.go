@@ -1,7 +1,7 @@
 package bench
 
-// `meshctl bench plot` and `meshctl bench csv`: pictures and tables from
-// verified reports. The power trace is display data (PROFILE.md §20): it
+// Plot: pictures of verified reports (`meshctl bench plot`). The power
+// trace is display data (PROFILE.md §20): it
 // is drawn, never summarised.
 
 import (
@@ -38,8 +38,11 @@ var (
 
 const plotW, plotH = 8 * vg.Inch, 5 * vg.Inch
 
-// parseInterleaved parses flags that may come before or after the
-// positional arguments ("bench plot A B -o DIR") and returns the
+// Plot writes every picture of the verified reports, named names (one
+// each, distinct: they name the files), into dir as PNG and SVG: µJ per
+// accepted token by board and by output length, and each report's power
+// trace around a serve. It returns the files written and notes on what
+// could not be drawn (a report without a trace).
 func Plot(dir string, names []string, reps []*Verified) (files, notes []string, err error) {
 	save := func(p *plot.Plot, base string) error {
 		for _, ext := range []string{".png", ".svg"} {
@@ -303,7 +306,7 @@ func tracePlot(name string, v *Verified) (*plot.Plot, error) {
 		if s.Warmup {
 			continue
 		}
-		r := v.bySeq[s.Sequence].Receipt
+		r := v.Receipt(s.Sequence).Receipt
 		if r.SealedUnixMs == nil || r.WindowNs == nil {
 			continue
 		}

@@ -1,9 +1,7 @@
 package bench
 
-// The benchmark report (PROFILE.md §20): its layout, its canonical form,
-// and the one function that computes the summary from the enclosed
-// receipts, which both `bench run` and `bench verify` call, so a figure
-// that verify recomputes differently is a figure someone changed.
+// The benchmark report (PROFILE.md §20): its layout and its canonical
+// form. The summary's figures are computed in summary.go.
 
 import (
 	"bytes"
@@ -126,6 +124,7 @@ type Milli int64
 // MarshalJSON writes m as a decimal without trailing zeros.
 func (m Milli) MarshalJSON() ([]byte, error) { return []byte(m.String()), nil }
 
+// String is m as the report writes it.
 func (m Milli) String() string {
 	v := int64(m)
 	sign := ""
@@ -194,7 +193,7 @@ type Summary struct {
 }
 
 // CellSummary is one (prompt length, output length) of the matrix. A
-// fleet report's cells (fleet_report.go) embed it with the two left zero,
+// fleet report's cells (fleet.go) embed it with the two left zero,
 // and so left out: a bench cell's are always at least 1.
 type CellSummary struct {
 	PromptWords int `json:"prompt_words,omitempty"`

@@ -1,9 +1,9 @@
 package bench
 
-// `meshctl bench run`: serve a workload against a running meshd (or one
-// started for the run), record the idle baselines and a power trace, and
-// write the signed report. An interrupted run still writes its report,
-// marked incomplete, with every serve that finished.
+// Run: serve a workload against a running meshd, record the idle
+// baselines and a power trace, and return the signed report (`meshctl
+// bench run`). An interrupted run still returns its report, marked
+// incomplete, with every serve that finished.
 
 import (
 	"context"

@@ -1,14 +1,18 @@
 package bench
 
-// The summary: every figure a report states, computed from the receipts.
+// The summary: every figure a report states, computed from the enclosed
+// receipts by the one function, Summarise, that both Run and Verify call,
+// so a figure that Verify recomputes differently is a figure someone
+// changed.
 
 import (
 	"fmt"
 	"math/big"
-	"meshd/steward"
 	"slices"
 	"sort"
 	"strings"
+
+	"meshd/steward"
 )
 
 type sample struct {

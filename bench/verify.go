@@ -1,9 +1,9 @@
 package bench
 
-// `meshctl bench verify`: check a report from its bytes alone — every
-// envelope, the chain, the checkpoint, each serve's receipt, every summary
-// figure recomputed, the section digests and the steward's attestation —
-// naming the place of every problem found.
+// Verify: check a report from its bytes alone (`meshctl bench verify`):
+// every envelope, the chain, the checkpoint, each serve's receipt, every
+// summary figure recomputed, the section digests and the steward's
+// attestation, naming the place of every problem found.
 
 import (
 	"bytes"
@@ -27,6 +27,7 @@ import (
 // (summary.cells[0]) gross_uj_per_token.max"). Verify lists the evidence
 // first, so the first problem is the most specific.
 type Problem struct {
+	// Place is where the problem is; What is what is wrong there.
 	Place string
 	What  string
 }
@@ -63,16 +64,25 @@ func problemOf(place string, err error) Problem {
 	return Problem{Place: place, What: err.Error()}
 }
 
-// Verified is a report with its evidence opened.
+// Verified is a report with its evidence opened. What Verify could not
+// open is nil.
 type Verified struct {
-	Report      *Report
-	Key         ed25519.PublicKey
-	Receipts    []*steward.Opened
-	bySeq       map[uint64]*steward.Opened
-	Checkpoint  *steward.SignedCheckpoint
+	Report *Report
+	// Key is the steward key the report names.
+	Key ed25519.PublicKey
+	// Receipts are the chain segment's, in sequence order.
+	Receipts []*steward.Opened
+	bySeq    map[uint64]*steward.Opened
+	// Checkpoint anchors the segment's last receipt.
+	Checkpoint *steward.SignedCheckpoint
+	// Attestation is the steward's signature over the body.
 	Attestation *api.Attestation
-	Node        Node
+	// Node is the board section, read.
+	Node Node
 }
+
+// Receipt is the segment's receipt of sequence seq, or nil.
+func (v *Verified) Receipt(seq uint64) *steward.Opened { return v.bySeq[seq] }
 
 // Node is the board section as compare and plot read it.
 type Node struct {
@@ -96,8 +106,9 @@ func (n Node) Label() string {
 	return fmt.Sprintf("%s (%d cores)", name, b.Cores)
 }
 
-// Verify verifies a report file. It returns the report (nil when it
-// cannot be read at all) and every problem, each beginning with its place:
+// Verify verifies a bench report file (Kind "") from its bytes alone. It
+// returns the report (nil when it cannot be read at all) and every
+// problem, each at its place:
 // the evidence first (envelopes, chain, checkpoint, serves, summary), then
 // the section digests, the run's completeness and the attestation, so the
 // first problem is the most specific. trust, when set, is the key the

@@ -1,6 +1,6 @@
 package bench
 
-// The benchmark workload: what `meshctl bench run` serves, read from a
+// The benchmark workload: what Run serves, read from a
 // TOML file with strict decoding (an unknown or misspelt key is an error,
 // not a silently ignored setting), and the deterministic prompts it sends.
 
@@ -102,9 +102,11 @@ type WorkloadTrace struct {
 	IntervalMs int `toml:"interval_ms" json:"interval_ms"`
 }
 
-// cell is one (prompt length, output length) pair of the matrix.
+// Cell is one (prompt length in words, output length in max_tokens) pair
+// of the matrix.
 type Cell struct{ Prompt, Output int }
 
+// String names the cell prompt×output, as "4×8".
 func (c Cell) String() string { return fmt.Sprintf("%d×%d", c.Prompt, c.Output) }
 
 // Limits that keep a typo from asking for a week of serves.

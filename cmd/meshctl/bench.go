@@ -316,6 +316,8 @@ func backendRecipe(e *bench.Entry) string {
 	return strings.Join(names, "+") + "/" + r
 }
 
+// parseInterleaved parses flags that may come before or after the
+// positional arguments ("bench plot A B -o DIR") and returns the
 // positionals.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string

@@ -8,10 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"meshd/agent/api/client"
-	"meshd/agent/config"
-	"meshd/bench"
-	"meshd/steward"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +17,11 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"meshd/agent/api/client"
+	"meshd/agent/config"
+	"meshd/bench"
+	"meshd/steward"
 )
 
 // lineProgress writes one plain line per serve: for pipes and logs.

@@ -9,9 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"meshd/agent/api/client"
-	"meshd/bench"
-	"meshd/cmd/internal/cli"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +16,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"meshd/agent/api/client"
+	"meshd/bench"
+	"meshd/cmd/internal/cli"
 )
 
 // benchBackends are what the bench tests serve: the benchmarked backend

@@ -12,15 +12,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"meshd/agent/fleet"
-	"meshd/bench"
-	"meshd/cmd/internal/cli"
-	"meshd/steward"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"meshd/agent/fleet"
+	"meshd/bench"
+	"meshd/cmd/internal/cli"
+	"meshd/steward"
 )
 
 // defaultReportDurable is the report's own consumer, so that making a
