@@ -1,8 +1,9 @@
 package main
 
-// `meshctl bench`: run a workload into a signed report (bench_run.go),
-// verify one (bench_verify.go), compare boards, plot and export. The
-// report layout and its rules are in PROFILE.md §20.
+// `meshctl bench`: run a workload into a signed report, verify one,
+// compare boards, plot and export. The report, its rules and every
+// computation on it are package meshd/bench's (PROFILE.md §20); these
+// commands parse flags, read and write files and print.
 
 import (
 	"context"
@@ -11,10 +12,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"meshd/bench"
 	"meshd/cmd/internal/cli"
 	"meshd/steward"
 )
@@ -78,11 +84,11 @@ func benchRunCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case addrSet && *cfgPath != "":
 		return fmt.Errorf("%w: -addr and -config exclude each other (-config starts its own meshd)", errUsage)
 	}
-	w, err := loadWorkload(*workload)
+	w, err := bench.LoadWorkload(*workload)
 	if err != nil {
 		return err
 	}
-	var sink progressSink
+	var sink bench.Progress
 	switch *progress {
 	case "auto":
 		if isTerminal(stderr) {
@@ -108,13 +114,18 @@ func benchRunCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	c, err := dial(target)
 	if err == nil {
-		var rep *benchReport
-		rep, err = runBench(ctx, runOptions{workload: w, client: c, out: *out, progress: sink, trace: !*noTrace})
-		if rep != nil && (err == nil || errors.Is(err, errInterrupted) || rep.Body.Status.Incomplete != "") {
+		var rep *bench.Report
+		rep, err = bench.Run(ctx, c, w, bench.Options{Progress: sink, Trace: !*noTrace})
+		if rep != nil {
+			if werr := bench.WriteFile(*out, rep); werr != nil {
+				rep, err = nil, werr
+			}
+		}
+		if rep != nil && (err == nil || errors.Is(err, bench.ErrInterrupted) || rep.Body.Status.Incomplete != "") {
 			fmt.Fprintf(stdout, "report written to %s\n", *out)
 			printSummary(stdout, rep)
 		}
-		if errors.Is(err, errInterrupted) {
+		if errors.Is(err, bench.ErrInterrupted) {
 			err = fmt.Errorf("bench run interrupted: %s; the report keeps every finished serve and is marked incomplete", rep.Body.Status.Incomplete)
 		}
 	}
@@ -127,7 +138,7 @@ func benchRunCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 // printSummary writes the report's summary table.
-func printSummary(w io.Writer, rep *benchReport) {
+func printSummary(w io.Writer, rep *bench.Report) {
 	b := &rep.Body
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CELL\tN\tµJ/TOK MEDIAN\tIQR\tMIN..MAX\tMEDIAN BOUND\tNET µJ/TOK\tTOK/S\tPROVENANCE")
@@ -136,42 +147,21 @@ func printSummary(w io.Writer, rep *benchReport) {
 		if c.Gross != nil {
 			med, iqr, rng = c.Gross.Median.String(), c.Gross.IQR.String(), c.Gross.Min.String()+".."+c.Gross.Max.String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", benchCell{c.PromptWords, c.MaxTokens}, c.Serves, med, iqr, rng,
-			boundText(c.GrossMedianBound), statMedian(c.Net), statMedian(c.TokensPerS), provenanceText(c.Provenance))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", bench.Cell{Prompt: c.PromptWords, Output: c.MaxTokens}, c.Serves, med, iqr, rng,
+			bench.BoundText(c.GrossMedianBound), statMedian(c.Net), statMedian(c.TokensPerS), bench.ProvenanceText(c.Provenance))
 	}
 	tw.Flush()
 	if b.Summary.IdleUW != nil {
 		fmt.Fprintf(w, "idle baseline: %s W (±%s W), subtracted over each receipt's gross window for NET\n",
-			milli(*b.Summary.IdleUW/1000), milli((*b.Summary.IdleErrorUW+999)/1000))
+			bench.Milli(*b.Summary.IdleUW/1000), bench.Milli((*b.Summary.IdleErrorUW+999)/1000))
 	}
 }
 
-func boundText(b *interval) string {
-	if b == nil {
-		return "unbounded"
-	}
-	return "[" + b.Low.String() + ", " + b.High.String() + "]"
-}
-
-func statMedian(s *stats) string {
+func statMedian(s *bench.Stats) string {
 	if s == nil {
 		return "-"
 	}
 	return s.Median.String()
-}
-
-// provenanceText is a cell's provenance: the one name when all agree,
-// else the mix with counts.
-func provenanceText(m map[string]int) string {
-	keys := sortedKeys(m)
-	if len(keys) == 1 {
-		return keys[0]
-	}
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	return "mixed(" + strings.Join(parts, ", ") + ")"
 }
 
 func benchVerifyCmd(args []string, stdout, stderr io.Writer) error {
@@ -203,11 +193,11 @@ func benchVerifyCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if reportKind(data) == fleetKind {
+	if bench.Kind(data) == bench.FleetKind {
 		// -trust then pins the operator, who signs a fleet report.
 		return verifyFleetFile(path, data, key, stdout)
 	}
-	v, problems := checkReport(data, key)
+	v, problems := bench.Verify(data, key)
 	if len(problems) > 0 {
 		fmt.Fprintf(stdout, "report %s: FAILED, %d problems:\n", path, len(problems))
 		for _, p := range problems {
@@ -227,17 +217,17 @@ func benchVerifyCmd(args []string, stdout, stderr io.Writer) error {
 
 // loadVerified reads and verifies reports; compare, plot and csv work only
 // from reports that verify, so a picture never shows an altered figure.
-func loadVerified(paths []string) ([]*verifiedReport, error) {
-	var out []*verifiedReport
+func loadVerified(paths []string) ([]*bench.Verified, error) {
+	var out []*bench.Verified
 	for _, p := range paths {
 		data, err := cli.ReadFileLimit(p, maxReportFile)
 		if err != nil {
 			return nil, err
 		}
-		if reportKind(data) == fleetKind {
+		if bench.Kind(data) == bench.FleetKind {
 			return nil, fmt.Errorf("%w: %s is a fleet report: plot and csv draw a bench run's serves, idle windows and trace, which it does not have (bench verify and bench compare take it)", errUsage, p)
 		}
-		v, problems := checkReport(data, nil)
+		v, problems := bench.Verify(data, nil)
 		if len(problems) > 0 {
 			return nil, damaged(fmt.Errorf("%s does not verify (%d problems; run meshctl bench verify): %s", p, len(problems), problems[0]))
 		}
@@ -246,56 +236,10 @@ func loadVerified(paths []string) ([]*verifiedReport, error) {
 	return out, nil
 }
 
-// ---- compare ----
-
-// cmpEntry is one report's figure for one cell.
-type cmpEntry struct {
-	name   string // the report, as named on the command line
-	board  string
-	recipe string
-	cell   summaryCell
-}
-
-func (e *cmpEntry) provenance() string { return provenanceText(e.cell.Provenance) }
-
-// cmpKey is what compare matches cells by: prompt×output in bench
-// reports, backend/recipe in fleet reports (PROFILE §21).
-type cmpKey struct {
-	cell  benchCell
-	fleet string // "backend/recipe"; empty for a bench cell
-}
-
-func (k cmpKey) String() string {
-	if k.fleet != "" {
-		return k.fleet
-	}
-	return k.cell.String()
-}
-
-// less orders bench cells first, by prompt then output, then fleet cells.
-func (k cmpKey) less(o cmpKey) bool {
-	if (k.fleet == "") != (o.fleet == "") {
-		return k.fleet == ""
-	}
-	if k.fleet != o.fleet {
-		return k.fleet < o.fleet
-	}
-	if k.cell.prompt != o.cell.prompt {
-		return k.cell.prompt < o.cell.prompt
-	}
-	return k.cell.output < o.cell.output
-}
-
-// keyedEntry is an entry with the cell it is matched by.
-type keyedEntry struct {
-	key   cmpKey
-	entry *cmpEntry
-}
-
 // loadCompared reads and verifies reports of either kind and returns their
 // cells as compare matches them, and whether both kinds were given.
-func loadCompared(paths []string) ([]keyedEntry, bool, error) {
-	var out []keyedEntry
+func loadCompared(paths []string) ([]bench.Entry, bool, error) {
+	var out []bench.Entry
 	names := reportNames(paths)
 	kinds := map[bool]bool{}
 	for i, p := range paths {
@@ -303,24 +247,21 @@ func loadCompared(paths []string) ([]keyedEntry, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		isFleet := reportKind(data) == fleetKind
+		isFleet := bench.Kind(data) == bench.FleetKind
 		kinds[isFleet] = true
 		if isFleet {
-			fv, problems := checkFleetReport(data, nil)
+			fv, problems := bench.VerifyFleet(data, nil)
 			if len(problems) > 0 {
 				return nil, false, damaged(fmt.Errorf("%s does not verify (%d problems; run meshctl bench verify): %s", p, len(problems), problems[0]))
 			}
-			out = append(out, fv.compareEntries(names[i])...)
+			out = append(out, fv.Entries(names[i])...)
 			continue
 		}
-		v, problems := checkReport(data, nil)
+		v, problems := bench.Verify(data, nil)
 		if len(problems) > 0 {
 			return nil, false, damaged(fmt.Errorf("%s does not verify (%d problems; run meshctl bench verify): %s", p, len(problems), problems[0]))
 		}
-		for _, c := range v.rep.Body.Summary.Cells {
-			out = append(out, keyedEntry{key: cmpKey{cell: benchCell{c.PromptWords, c.MaxTokens}},
-				entry: &cmpEntry{name: names[i], board: v.node.label(), recipe: v.rep.Body.Workload.Model.Resolved, cell: c}})
-		}
+		out = append(out, v.Entries(names[i])...)
 	}
 	return out, len(kinds) == 2, nil
 }
@@ -344,21 +285,13 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	byCell := map[cmpKey][]*cmpEntry{}
-	for _, e := range entries {
-		byCell[e.key] = append(byCell[e.key], e.entry)
-	}
-	cells := make([]cmpKey, 0, len(byCell))
-	for k := range byCell {
-		cells = append(cells, k)
-	}
-	sort.Slice(cells, func(i, j int) bool { return cells[i].less(cells[j]) })
+	cells := bench.Compare(entries)
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CELL\tREPORT\tBOARD\tBACKEND/RECIPE\tµJ/TOK MEDIAN\tBOUND\tNET\tN\tPROVENANCE")
-	for _, k := range cells {
-		for _, e := range byCell[k] {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", k, e.name, e.board, backendRecipe(e), statMedian(e.cell.Gross),
-				boundText(e.cell.GrossMedianBound), statMedian(e.cell.Net), e.cell.Counted, e.provenance())
+	for _, c := range cells {
+		for _, e := range c.Entries {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", c.Key, e.Name, e.Board, backendRecipe(e), statMedian(e.Cell.Gross),
+				bench.BoundText(e.Cell.GrossMedianBound), statMedian(e.Cell.Net), e.Cell.Counted, e.Provenance())
 		}
 	}
 	tw.Flush()
@@ -366,69 +299,144 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) error {
 	if mixed {
 		fmt.Fprintln(stdout, "note: bench reports' cells are prompt×output and fleet reports' backend/recipe: a bench report and a fleet report share no cell")
 	}
-	for _, k := range cells {
-		es := byCell[k]
-		if len(es) < 2 {
-			continue
-		}
-		sort.SliceStable(es, func(i, j int) bool { return medianOf(es[i]) < medianOf(es[j]) })
-		for i := 0; i < len(es); i++ {
-			for j := i + 1; j < len(es); j++ {
-				fmt.Fprintf(stdout, "%s: %s vs %s: %s\n", k, es[i].name, es[j].name, verdict(es[i], es[j]))
-			}
+	for _, c := range cells {
+		for _, v := range c.Verdicts() {
+			fmt.Fprintf(stdout, "%s: %s vs %s: %s\n", c.Key, v.A.Name, v.B.Name, v.Text)
 		}
 	}
 	return nil
 }
 
-func backendRecipe(e *cmpEntry) string {
-	names := sortedKeys(e.cell.Backends)
-	r := e.recipe
+func backendRecipe(e *bench.Entry) string {
+	names := slices.Sorted(maps.Keys(e.Cell.Backends))
+	r := e.Recipe
 	if len(r) > 24 {
 		r = r[:24] + "…"
 	}
 	return strings.Join(names, "+") + "/" + r
 }
 
-func medianOf(e *cmpEntry) int64 {
-	if e.cell.Gross == nil {
-		return 1<<63 - 1
+// parseInterleaved parses flags that may come before or after the
+// positional arguments ("bench plot A B -o DIR") and returns the
+// positionals.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	return int64(e.cell.Gross.Median)
 }
 
-// verdict says how a's figure compares with b's (a's median is not the
-// larger), or why the two are not ranked.
-func verdict(a, b *cmpEntry) string {
-	pa, pb := a.provenance(), b.provenance()
-	switch {
-	case a.recipe != b.recipe:
-		return fmt.Sprintf("not ranked: different models (%s vs %s)", a.recipe, b.recipe)
-	case a.cell.Gross == nil || b.cell.Gross == nil:
-		return "not ranked: a report has no µJ/token for this cell (no accepted tokens)"
-	case pa != pb:
-		why := "figures of different provenance measure different things and are never ranked against each other"
-		if strings.Contains(pa+pb, "Estimator") {
-			why = "an Estimator figure is the backend's configured µJ/token, not a measurement, and is never ranked against a metered one"
+func benchPlotCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench plot", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("o", "", "the directory to write the PNG and SVG files into")
+	paths, err := parseInterleaved(fs, args)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *dir == "" || len(paths) == 0 {
+		fmt.Fprintln(stderr, "usage: meshctl bench plot REPORT... -o DIR")
+		return fmt.Errorf("%w: bench plot needs reports and -o DIR", errUsage)
+	}
+	reps, err := loadVerified(paths)
+	if err != nil {
+		return err
+	}
+	names := reportNames(paths)
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return fmt.Errorf("bench plot: %w", err)
+	}
+	files, notes, err := bench.Plot(*dir, names, reps)
+	for _, n := range notes {
+		fmt.Fprintln(stderr, "note: "+n)
+	}
+	for _, f := range files {
+		fmt.Fprintln(stdout, f)
+	}
+	return err
+}
+
+// reportNames labels reports by their file names, numbered where two
+// share one, so no picture overwrites another's.
+func reportNames(paths []string) []string {
+	names := make([]string, len(paths))
+	count := map[string]int{}
+	for i, p := range paths {
+		names[i] = strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
+		count[names[i]]++
+	}
+	seen := map[string]int{}
+	for i, n := range names {
+		if count[n] > 1 {
+			seen[n]++
+			names[i] = fmt.Sprintf("%s-%d", n, seen[n])
 		}
-		return fmt.Sprintf("not ranked: %s is %s, %s is %s: %s", a.name, pa, b.name, pb, why)
-	case strings.HasPrefix(pa, "mixed"):
-		return fmt.Sprintf("not ranked: each mixes provenances (%s)", pa)
-	case pa == "Estimator":
-		return "not ranked: both are Estimator figures (configured, not measured)"
-	case a.cell.GrossMedianBound == nil || b.cell.GrossMedianBound == nil:
-		return "not ranked: a figure carries no error bound"
 	}
-	ba, bb := a.cell.GrossMedianBound, b.cell.GrossMedianBound
-	if ba.High >= bb.Low && bb.High >= ba.Low {
-		return fmt.Sprintf("no significant difference: %s µJ/token in %s vs %s in %s (the bounds overlap)",
-			a.cell.Gross.Median, boundText(ba), b.cell.Gross.Median, boundText(bb))
+	return names
+}
+
+// ---- csv ----
+
+func benchCSVCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench csv", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("o", "", "the directory to write summary.csv and receipts.csv into")
+	paths, err := parseInterleaved(fs, args)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	ma, mb := float64(a.cell.Gross.Median), float64(b.cell.Gross.Median)
-	pct := 0.0
-	if mb != 0 {
-		pct = 100 * (mb - ma) / mb
+	if *dir == "" || len(paths) != 1 {
+		fmt.Fprintln(stderr, "usage: meshctl bench csv REPORT -o DIR")
+		return fmt.Errorf("%w: bench csv needs one report and -o DIR", errUsage)
 	}
-	return fmt.Sprintf("%s uses less: %s vs %s µJ/token (%.1f%% less; bounds %s and %s are disjoint)",
-		a.name, a.cell.Gross.Median, b.cell.Gross.Median, pct, boundText(ba), boundText(bb))
+	reps, err := loadVerified(paths)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return fmt.Errorf("bench csv: %w", err)
+	}
+	files, err := bench.CSV(*dir, reps[0])
+	for _, f := range files {
+		fmt.Fprintln(stdout, f)
+	}
+	return err
+}
+
+// printVerified writes what a verified report proves.
+func printVerified(w *strings.Builder, path string, v *bench.Verified) {
+	b := &v.Report.Body
+	warm := 0
+	for _, s := range b.Serves {
+		if s.Warmup {
+			warm++
+		}
+	}
+	status := "complete"
+	if !b.Status.Complete {
+		status = "INCOMPLETE: " + b.Status.Incomplete
+	}
+	fmt.Fprintf(w, "report %s: workload %q, %d serves (%d warm-up), %s\n", path, b.Workload.Name, len(b.Serves), warm, status)
+	fmt.Fprintf(w, "board: %s, meshd %s\n", v.Node.Label(), v.Node.Version)
+	fmt.Fprintf(w, "steward: %s\n", b.Steward)
+	if n := len(v.Receipts); n > 0 {
+		fmt.Fprintf(w, "chain: %d receipts, sequences %d..%d, every signature and link verified\n", n, b.Chain.First, b.Chain.First+uint64(n)-1)
+	}
+	if v.Checkpoint != nil {
+		fmt.Fprintf(w, "checkpoint: count %d, head %s: anchors the last receipt\n", v.Checkpoint.Count, v.Checkpoint.Head)
+	}
+	fmt.Fprintf(w, "serves: every receipt answers its serve's request and names recipe %s\n", b.Workload.Model.Resolved)
+	fmt.Fprintf(w, "summary: %d cells, every figure recomputed from the receipts\n", len(b.Summary.Cells))
+	fmt.Fprintf(w, "digests: %d sections\n", len(b.Digests))
+	if v.Attestation != nil {
+		fmt.Fprintf(w, "attestation: %s signed by the steward at %s over the body's SHA-256 %x\n", v.Attestation.Purpose,
+			time.UnixMilli(int64(v.Attestation.SealedMs)).UTC().Format(time.RFC3339), v.Attestation.SHA256)
+	}
 }

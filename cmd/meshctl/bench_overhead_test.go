@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -11,12 +13,43 @@ import (
 	"testing"
 	"time"
 
+	"meshd/agent/api"
 	"meshd/agent/api/client"
+	"meshd/agent/config"
+	"meshd/agent/node"
+	"meshd/bench"
 )
 
 // overheadBackend is a reference engine heavy enough (20 000 BLAKE3
 // rounds a token, a few ms) that a serve costs CPU as inference does,
 // rather than HTTP round trips costing all of it.
+// startBenchStack is startStack with the node's context kept for the
+// test's life: the meters sample under it, and startStack's ends when it
+// returns (fine for unmetered stacks, not for a metered one).
+func startBenchStack(t testing.TB, extra string) *testStack {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n%s", filepath.Join(dir, "state"), extra)), "bench_test.toml")
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Open(ctx, cfg, node.Options{})
+	if err != nil {
+		cancel()
+		t.Fatalf("opening the node: %v", err)
+	}
+	srv := httptest.NewServer(api.New(n, api.Options{}))
+	t.Cleanup(func() {
+		srv.Close()
+		if err := n.Close(context.Background()); err != nil {
+			t.Errorf("closing the node: %v", err)
+		}
+		cancel()
+	})
+	return &testStack{n: n, srv: srv, addr: srv.Listener.Addr().String()}
+}
+
 const overheadBackend = `
 [[backend]]
 name = "ref-heavy"
@@ -53,7 +86,7 @@ func BenchmarkHarnessOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := parseWorkload([]byte(`
+	w, err := bench.ParseWorkload([]byte(`
 name = "overhead"
 [model]
 reference_work = 20000
@@ -73,20 +106,25 @@ interval_ms = 200
 	}
 	dir := b.TempDir()
 	run := func(harness bool) time.Duration {
-		o := runOptions{workload: w, client: c}
+		var o bench.Options
 		if harness {
 			// The terminal display, rendered into nothing: its cost is
 			// the rendering, not the terminal's.
-			o.progress = &barProgress{w: io.Discard}
-			o.trace = true
-			o.out = filepath.Join(dir, "report.json")
+			o.Progress = &barProgress{w: io.Discard}
+			o.Trace = true
 		}
 		// Collect the previous run's garbage now, outside the
 		// measurement, so neither variant pays for the other's.
 		runtime.GC()
 		start := processCPU(b)
-		if _, err := runBench(context.Background(), o); err != nil {
+		rep, err := bench.Run(context.Background(), c, w, o)
+		if err != nil {
 			b.Fatal(err)
+		}
+		if harness {
+			if err := bench.WriteFile(filepath.Join(dir, "report.json"), rep); err != nil {
+				b.Fatal(err)
+			}
 		}
 		return processCPU(b) - start
 	}
@@ -128,7 +166,7 @@ interval_ms = 200
 		// The same parts measured alone, where noise cannot hide them:
 		// the report written, the display drawn once per serve, and the
 		// trace stream's events, each by CPU time over many repetitions.
-		last, err := runBench(context.Background(), runOptions{workload: w, client: c})
+		last, err := bench.Run(context.Background(), c, w, bench.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -136,22 +174,26 @@ interval_ms = 200
 		runtime.GC()
 		t0 := processCPU(b)
 		for range k {
-			if err := writeReport(filepath.Join(dir, "alone.json"), last); err != nil {
+			if err := bench.WriteFile(filepath.Join(dir, "alone.json"), last); err != nil {
 				b.Fatal(err)
 			}
 		}
 		report := (processCPU(b) - t0) / k
 		bar := &barProgress{w: io.Discard}
-		bar.begin(k * 10)
+		bar.Begin(k * 10)
 		sv := last.Body.Serves[0]
-		_, opened, err := openSegment(last.Body.Chain, nil)
+		data, err := bench.Encode(last)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rc := opened[sv.Sequence-last.Body.Chain.First].Receipt
+		v, problems := bench.Verify(data, nil)
+		if len(problems) > 0 {
+			b.Fatal(problems)
+		}
+		rc := v.Receipts[sv.Sequence-last.Body.Chain.First].Receipt
 		t0 = processCPU(b)
 		for n := range k * 10 {
-			bar.served(n+1, sv, rc)
+			bar.Served(n+1, sv, rc)
 		}
 		display := (processCPU(b) - t0) / (k * 10)
 		serves := len(last.Body.Serves)
@@ -163,9 +205,14 @@ interval_ms = 200
 			defer cancel()
 			t0 := processCPU(b)
 			if stream {
-				tr := startTrace(ctx, c, 50*time.Millisecond)
+				// What bench.Run's tracer does: read and decode
+				// every power event until the context ends.
+				_ = c.Live(ctx, 50*time.Millisecond, func(ev client.LiveEvent) error {
+					var p client.PowerEvent
+					_ = json.Unmarshal(ev.Data, &p)
+					return nil
+				})
 				<-ctx.Done()
-				tr.stop()
 			} else {
 				<-ctx.Done()
 			}

@@ -1,29 +1,25 @@
 package main
 
+// The bench commands' own tests: flags, what they print, exit codes, the
+// daemon bench run starts. What the report says and how it is checked is
+// tested in package meshd/bench.
+
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"image/color"
-	"image/png"
 	"net"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"meshd/agent/api"
 	"meshd/agent/api/client"
-	"meshd/agent/config"
-	"meshd/agent/node"
+	"meshd/bench"
 	"meshd/cmd/internal/cli"
-	"meshd/steward"
 )
 
 // benchBackends are what the bench tests serve: the benchmarked backend
@@ -44,84 +40,8 @@ uj_per_token = 10
 work = 8
 `
 
-// meteredBench is benchBackends with ref-bench metered by a simulated
-// INA228 under the kernel's hwmon driver: a sysfs tree whose hardware
-// energy accumulator (energy1_input, µJ) a goroutine advances at a steady
-// 6 W by the wall clock, as the chip would, until the test ends.
-func meteredBench(t *testing.T) string {
-	t.Helper()
-	root := t.TempDir()
-	rail := filepath.Join(root, "hwmon0")
-	if err := os.MkdirAll(rail, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, v string) {
-		// Renamed into place, so the driver never reads half a value.
-		tmp := filepath.Join(root, name+".tmp")
-		if err := os.WriteFile(tmp, []byte(v+"\n"), 0o644); err != nil {
-			t.Error(err)
-			return
-		}
-		if err := os.Rename(tmp, filepath.Join(rail, name)); err != nil {
-			t.Error(err)
-		}
-	}
-	const powerUW = 6_000_000 // 12 V × 0.5 A
-	for name, v := range map[string]string{"name": "ina228", "in1_input": "12000", "curr1_input": "500",
-		"power1_input": fmt.Sprint(powerUW), "update_interval": "20", "energy1_input": "1000000"} {
-		write(name, v)
-	}
-	start := time.Now()
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				write("energy1_input", fmt.Sprint(1_000_000+uint64(time.Since(start).Microseconds())*powerUW/1_000_000))
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-stopped })
-	return fmt.Sprintf("[metering]\non_meter_failure = \"estimate\"\n\n[[meter]]\nname = \"rail\"\ndriver = \"hwmon\"\nrail = \"hwmon0/ina228:1\"\nhwmon_root = %q\nshunt_uohm = 2000\n", root) +
-		fmt.Sprintf(benchBackends, `meters = ["rail"]`)
-}
-
-// startBenchStack is startStack with the node's context kept for the
-// test's life: the meters sample under it, and startStack's ends when it
-// returns (fine for unmetered stacks, not for a metered one).
-func startBenchStack(t testing.TB, extra string) *testStack {
-	t.Helper()
-	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n%s", filepath.Join(dir, "state"), extra)), "bench_test.toml")
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Open(ctx, cfg, node.Options{})
-	if err != nil {
-		cancel()
-		t.Fatalf("opening the node: %v", err)
-	}
-	srv := httptest.NewServer(api.New(n, api.Options{}))
-	t.Cleanup(func() {
-		srv.Close()
-		if err := n.Close(context.Background()); err != nil {
-			t.Errorf("closing the node: %v", err)
-		}
-		cancel()
-	})
-	return &testStack{n: n, srv: srv, addr: srv.Listener.Addr().String()}
-}
-
-// testWorkload is a small workload on ref-bench.
-func testWorkload(t *testing.T, extra string) *Workload {
-	t.Helper()
-	w, err := parseWorkload([]byte(`
+// benchWorkload is a small workload on ref-bench.
+const benchWorkload = `
 name = "test"
 [model]
 reference_work = 64
@@ -134,248 +54,30 @@ prompt_words = [4, 16]
 output_tokens = [8, 24]
 repetitions = 3
 warmup = 1
-` + extra))
+`
+
+// benchReportFile runs the small workload against s and writes its report
+// into dir as report.json.
+func benchReportFile(t *testing.T, s *testStack, dir string) (string, *bench.Report) {
+	t.Helper()
+	w, err := bench.ParseWorkload([]byte(benchWorkload))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w
-}
-
-// runToFile runs w against s and writes the report, failing the test on
-// any error.
-func runToFile(t *testing.T, s *testStack, w *Workload, trace bool, p progressSink) (string, *benchReport) {
-	t.Helper()
 	c, err := client.New(s.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(t.TempDir(), "report.json")
-	rep, err := runBench(context.Background(), runOptions{workload: w, client: c, out: out, trace: trace, progress: p})
+	rep, err := bench.Run(context.Background(), c, w, bench.Options{})
 	if err != nil {
 		t.Fatalf("bench run: %v", err)
 	}
-	return out, rep
-}
-
-func TestBenchWorkload(t *testing.T) {
-	dir := t.TempDir()
-	model := filepath.Join(dir, "m.gguf")
-	const base = "name = \"w\"\n[request]\nfidelity_floor = 1\njoule_ceiling_uj = 1000\n[matrix]\nprompt_words = [8]\noutput_tokens = [4]\nrepetitions = 2\n"
-	synth := fmt.Sprintf("[model.synthetic]\nlayers = 1\ndim = 64\nheads = 2\nkv_heads = 1\nff = 128\nvocab = 300\nctx = 64\ntype = \"q8_0\"\nseed = 7\npath = %q\n", model)
-	for _, tc := range []struct {
-		name, toml string
-		recipe     string // want, or "" for an error
-		err        string
-	}{
-		{"reference", base + "[model]\nreference_work = 8\n", "reference/v1:work=8", ""},
-		{"recipe", base + "[model]\nrecipe = \"gguf:abc\"\n", "gguf:abc", ""},
-		{"synthetic", base + synth, "gguf:", ""},
-		{"unknown key", base + "[model]\nreference_work = 8\nbakend = \"x\"\n", "", "bakend"},
-		{"two models", base + "[model]\nreference_work = 8\nrecipe = \"x\"\n", "", "exactly one"},
-		{"no model", base, "", "exactly one"},
-		{"floor", strings.Replace(base, "fidelity_floor = 1", "fidelity_floor = 5", 1) + "[model]\nreference_work = 8\n", "", "fidelity_floor"},
-		{"no ceiling", strings.Replace(base, "joule_ceiling_uj = 1000", "", 1) + "[model]\nreference_work = 8\n", "", "joule_ceiling_uj"},
-		{"repeated length", strings.Replace(base, "[8]", "[8, 8]", 1) + "[model]\nreference_work = 8\n", "", "prompt_words"},
-		{"no repetitions", strings.Replace(base, "repetitions = 2", "repetitions = 0", 1) + "[model]\nreference_work = 8\n", "", "repetitions"},
-		{"idle too long", base + "[model]\nreference_work = 8\n[idle]\nbefore_seconds = 601\n", "", "idle"},
-		{"wrong type", base + "[model]\nreference_work = \"eight\"\n", "", "line"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w, err := parseWorkload([]byte(tc.toml))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one naming %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasPrefix(w.Model.Resolved, tc.recipe) || w.Matrix.Concurrency != 1 || w.Trace.IntervalMs != 200 {
-				t.Fatalf("resolved %q (want %q), concurrency %d, trace %d", w.Model.Resolved, tc.recipe, w.Matrix.Concurrency, w.Trace.IntervalMs)
-			}
-		})
-	}
-	// The synthetic model was written where the daemon can serve it, and
-	// its recipe is the recipe of that file.
-	w, err := parseWorkload([]byte(base + "[model]\ngguf = \"" + model + "\"\n"))
-	if err != nil {
+	path := filepath.Join(dir, "report.json")
+	if err := bench.WriteFile(path, rep); err != nil {
 		t.Fatal(err)
 	}
-	s, err := parseWorkload([]byte(base + synth))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.Model.Resolved != s.Model.Resolved || len(w.Model.Resolved) != len("gguf:")+64 {
-		t.Fatalf("the file's recipe %q, the synthetic model's %q", w.Model.Resolved, s.Model.Resolved)
-	}
-	// A different file at the path is refused rather than misnamed.
-	if err := os.WriteFile(model, []byte("not this model"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := parseWorkload([]byte(base + synth)); err == nil || !strings.Contains(err.Error(), "not the model") {
-		t.Fatalf("a foreign file at model.synthetic.path: %v", err)
-	}
+	return path, rep
 }
-
-func TestBenchShippedWorkloads(t *testing.T) {
-	if _, err := loadWorkload("../../bench/smoke.toml"); err != nil {
-		t.Fatal(err)
-	}
-	// standard.toml names the model file a board provides; all else in it
-	// must check out.
-	if _, err := loadWorkload("../../bench/standard.toml"); err != nil && !(errors.Is(err, os.ErrNotExist) && strings.Contains(err.Error(), "model.gguf")) {
-		t.Fatal(err)
-	}
-}
-
-func TestMilliAndQuantiles(t *testing.T) {
-	for _, tc := range []struct {
-		v    milli
-		text string
-	}{{0, "0"}, {1, "0.001"}, {41500, "41.5"}, {-125, "-0.125"}, {12000, "12"}, {1234567, "1234.567"}} {
-		b, _ := json.Marshal(tc.v)
-		if string(b) != tc.text {
-			t.Errorf("%d marshals as %s, want %s", tc.v, b, tc.text)
-		}
-		var back milli
-		if err := json.Unmarshal(b, &back); err != nil || back != tc.v {
-			t.Errorf("%s reads back as %d (%v)", b, back, err)
-		}
-		// The written form is RFC 8785's, so the report is canonical.
-		if c, err := canonicalJSON(tc.v); err != nil || string(c) != tc.text {
-			t.Errorf("canonical form of %s: %s %v", tc.text, c, err)
-		}
-	}
-	for _, bad := range []string{"1.2345", "1e3", "--1", ".5"} {
-		var m milli
-		if json.Unmarshal([]byte(bad), &m) == nil {
-			t.Errorf("%s read as a figure", bad)
-		}
-	}
-	for _, tc := range []struct {
-		xs          []int64
-		q1, med, q3 int64
-	}{
-		{[]int64{5}, 5, 5, 5},
-		{[]int64{1, 2}, 1, 1, 1},       // 1.25, 1.5, 1.75 floored
-		{[]int64{1, 2, 3, 4}, 1, 2, 3}, // 1.75, 2.5, 3.25
-		{[]int64{10, 20, 30, 40, 50}, 20, 30, 40},
-		{[]int64{-3, -1}, -3, -2, -2}, // -2.5, -2, -1.5: floor toward −∞
-	} {
-		s := statsOf(tc.xs)
-		if int64(s.Q1) != tc.q1 || int64(s.Median) != tc.med || int64(s.Q3) != tc.q3 || s.IQR != s.Q3-s.Q1 {
-			t.Errorf("%v: q1 %d median %d q3 %d, want %d %d %d", tc.xs, s.Q1, s.Median, s.Q3, tc.q1, tc.med, tc.q3)
-		}
-	}
-	if b := medianBound([]int64{1, 2}, []int64{3, 4}); b.Low != 1 || b.High != 4 {
-		t.Errorf("median bound %+v, want [1, 4] (rounded outward from 1.5 and 3.5)", b)
-	}
-}
-
-// TestPerToken checks one receipt's figures against hand arithmetic.
-func TestPerToken(t *testing.T) {
-	u64 := func(v uint64) *uint64 { return &v }
-	r := &steward.Receipt{EnergyProvenance: "HwShunt", MeasuredUJ: u64(10_000), EstimatedUJ: 9000, TokensAccepted: 3,
-		ErrorUJ: u64(100), WindowNs: u64(500_000_000)}
-	idle, idleErr := uint64(2_000_000), uint64(10_000) // 2 W ± 10 mW
-	s, ok := perToken(r, &idle, &idleErr)
-	if !ok {
-		t.Fatal("no figures")
-	}
-	// gross 10000/3 = 3333.333…; bound (10000 ± 100)/3.
-	// net: idle over 0.5 s is 1 J = 1 000 000 µJ > the serve: negative.
-	for _, c := range []struct {
-		name      string
-		got, want int64
-	}{
-		{"gross", s.gross, 3333333}, {"gross low", s.grossLo, 3300000}, {"gross high", s.grossHi, 3366667},
-		{"net", s.net, -330_000_000},
-		{"error per token", s.errPerTok, 33334},
-		// net bound: ±(100 + 0.01 W × 0.5 s = 5000 µJ) = ±5100 µJ.
-		{"net low", s.netLo, -331_700_000}, {"net high", s.netHi, -328_300_000},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %d, want %d", c.name, c.got, c.want)
-		}
-	}
-}
-
-func TestBenchRunVerify(t *testing.T) {
-	s := startStack(t, fmt.Sprintf(benchBackends, ""))
-	// Another client serves while the run does: its receipts land in the
-	// segment between the run's and must be enclosed for the links.
-	other, err := client.New(s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var interleaved atomic.Int32
-	p := &hookProgress{onServed: func(n int) {
-		if n%3 == 0 {
-			if _, err := other.Serve(context.Background(), client.ServeRequest{Prompt: "someone else", MaxTokens: 2}); err != nil {
-				t.Errorf("the other client: %v", err)
-			}
-			interleaved.Add(1)
-		}
-	}}
-	w := testWorkload(t, "")
-	path, rep := runToFile(t, s, w, false, p)
-	out, errOut, err := meshctl(context.Background(), "bench", "verify", path)
-	if err != nil {
-		t.Fatalf("the report does not verify: %v\n%s%s", err, out, errOut)
-	}
-	if !strings.HasSuffix(out, "OK\n") || !strings.Contains(out, "every figure recomputed") {
-		t.Fatalf("verify printed:\n%s", out)
-	}
-	b := &rep.Body
-	if !b.Status.Complete || len(b.Serves) != 1+4*3 {
-		t.Fatalf("complete %v, %d serves, want 13", b.Status.Complete, len(b.Serves))
-	}
-	if got, want := len(b.Chain.Envelopes), len(b.Serves)+int(interleaved.Load()); got != want || want == len(b.Serves) {
-		t.Fatalf("segment of %d envelopes, want the run's %d and the other client's %d", got, len(b.Serves), interleaved.Load())
-	}
-	// The summary is the receipts' own figures: the reference engine is
-	// deterministic, so every serve of a cell charges the same.
-	for _, c := range b.Summary.Cells {
-		var want *steward.Receipt
-		for _, sv := range b.Serves {
-			if !sv.Warmup && sv.PromptWords == c.PromptWords && sv.MaxTokens == c.MaxTokens {
-				want = s.logged(t, sv.Sequence).Receipt
-			}
-		}
-		e, _ := want.Energy()
-		if c.Serves != 3 || c.Counted != 3 || int64(c.Gross.Median) != int64(e.UJ())*1000/int64(want.TokensAccepted) ||
-			c.Gross.IQR != 0 || c.Provenance["Estimator"] != 3 || c.Backends["ref-bench"] != 3 || c.GrossMedianBound != nil {
-			t.Errorf("cell %d×%d: %+v; receipt charges %d µJ for %d tokens", c.PromptWords, c.MaxTokens, c, e.UJ(), want.TokensAccepted)
-		}
-		if c.TokensPerS == nil || c.TokensPerS.Median <= 0 {
-			t.Errorf("cell %d×%d: no tokens/s", c.PromptWords, c.MaxTokens)
-		}
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasSuffix(data, []byte("}\n")) || bytes.Count(data, []byte("\n")) != 1 {
-		t.Fatal("the report is not one canonical line")
-	}
-	// A pinned steward verifies; another key does not.
-	if _, _, err := meshctl(context.Background(), "bench", "verify", "-trust", b.Steward, path); err != nil {
-		t.Fatalf("-trust with the steward: %v", err)
-	}
-	if out, _, err := meshctl(context.Background(), "bench", "verify", "-trust", strings.Repeat("ab", 32), path); err == nil || !strings.Contains(out, "steward:") {
-		t.Fatalf("-trust with another key: %v\n%s", err, out)
-	}
-}
-
-// hookProgress calls onServed after each serve (synchronously, from the
-// serve's goroutine).
-type hookProgress struct {
-	quietProgress
-	onServed func(n int)
-}
-
-func (h *hookProgress) served(n int, _ serveRecord, _ *steward.Receipt) { h.onServed(n) }
 
 // alter changes the byte skip bytes after the first occurrence of marker
 // after the first occurrence of within.
@@ -412,87 +114,54 @@ func alterNth(t *testing.T, data []byte, within, marker string, n, skip int) []b
 	return out
 }
 
-func TestBenchVerifyNamesTheAlteredPlace(t *testing.T) {
+// TestBenchVerifyCommand checks what bench verify prints and its exit
+// status: 0 and OK for a report that verifies (under the key it names or
+// a pinned one), 1 and every problem for one that does not.
+func TestBenchVerifyCommand(t *testing.T) {
 	s := startStack(t, fmt.Sprintf(benchBackends, ""))
-	path, rep := runToFile(t, s, testWorkload(t, ""), false, nil)
+	path, rep := benchReportFile(t, s, t.TempDir())
+	out, errOut, err := meshctl(context.Background(), "bench", "verify", path)
+	if err != nil {
+		t.Fatalf("the report does not verify: %v\n%s%s", err, out, errOut)
+	}
+	if !strings.HasSuffix(out, "OK\n") || !strings.Contains(out, "every figure recomputed") || !strings.Contains(out, "pin the steward with -trust") {
+		t.Fatalf("verify printed:\n%s", out)
+	}
+	// A pinned steward verifies; another key does not.
+	if out, _, err := meshctl(context.Background(), "bench", "verify", "-trust", rep.Body.Steward, path); err != nil || strings.Contains(out, "pin the steward") {
+		t.Fatalf("-trust with the steward: %v\n%s", err, out)
+	}
+	if out, _, err := meshctl(context.Background(), "bench", "verify", "-trust", strings.Repeat("ab", 32), path); err == nil || !strings.Contains(out, "steward:") {
+		t.Fatalf("-trust with another key: %v\n%s", err, out)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fourth envelope's sequence, for the message.
-	seq3 := rep.Body.Chain.First + 3
-	env3 := rep.Body.Chain.Envelopes[3]
-	for _, tc := range []struct {
-		name  string
-		data  []byte
-		place string // the first problem must begin with it
-	}{
-		{"an envelope", alter(t, data, env3, env3[:40], 0), fmt.Sprintf("chain.envelopes[3] (receipt sequence %d)", seq3)},
-		{"an envelope's signature", alter(t, data, env3, env3[:len(env3)-8], 0), fmt.Sprintf("chain.envelopes[3] (receipt sequence %d)", seq3)},
-		{"a summary figure", alter(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 0), "summary cell 4×8 (summary.cells[0]) gross_uj_per_token.max"},
-		{"a summary figure in the third cell", alterNth(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 2, 0), "summary cell 16×8 (summary.cells[2]) gross_uj_per_token.max"},
-		{"the board section", alter(t, data, `"board":{`, `"cpu_model":"`, 1), "board: the section was altered"},
-		{"the workload", alter(t, data, `"workload":{`, `"name":"`, 1), "workload: the section was altered"},
-		{"the trace note", alter(t, data, `"trace":{`, `"note":"`, 2), "trace: the section was altered"},
-		{"a serve's sequence", alter(t, data, `"serves":[`, `"sequence":`, 0), "serves[0] (serve 0, 4×8 warm-up 0)"},
-		{"the checkpoint", alter(t, data, `"checkpoint":"`, "", 30), "chain.checkpoint:"},
-		{"the signature", alter(t, data, `"attestation":"`, "", 100), "attestation: the signature does not verify"},
-		{"the JSON", alter(t, data, `"format":`, "", 0), "file: not a bench report at byte"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if bytes.Equal(tc.data, data) {
-				t.Fatal("nothing was altered")
-			}
-			_, problems := checkReport(tc.data, nil)
-			if len(problems) == 0 {
-				t.Fatal("an altered report verifies")
-			}
-			if !strings.HasPrefix(problems[0], tc.place) {
-				t.Fatalf("first problem %q, want it to name %q; all:\n%s", problems[0], tc.place, strings.Join(problems, "\n"))
-			}
-			// The signature covers every byte of the body too.
-			if tc.place != "file: not a bench report at byte" && !strings.HasPrefix(tc.place, "attestation") &&
-				!strings.Contains(strings.Join(problems, "\n"), "attestation:") {
-				t.Errorf("the attestation still verifies over an altered body:\n%s", strings.Join(problems, "\n"))
-			}
-			f := filepath.Join(t.TempDir(), "altered.json")
-			os.WriteFile(f, tc.data, 0o644)
-			out, _, err := meshctl(context.Background(), "bench", "verify", f)
-			var ee *cli.ExitError
-			if err == nil || !strings.Contains(out, "FAILED") || !errors.As(err, &ee) || ee.Code != exitDamaged {
-				t.Fatalf("verify of an altered report: %v\n%s", err, out)
-			}
-		})
+	f := filepath.Join(t.TempDir(), "altered.json")
+	os.WriteFile(f, alter(t, data, `"board":{`, `"cpu_model":"`, 1), 0o644)
+	out, _, err = meshctl(context.Background(), "bench", "verify", f)
+	var ee *cli.ExitError
+	if err == nil || !strings.Contains(out, "FAILED") || !strings.Contains(out, "\n  board: the section was altered") || !errors.As(err, &ee) || ee.Code != exitDamaged {
+		t.Fatalf("verify of an altered report: %v\n%s", err, out)
 	}
 }
 
-func TestBenchCompare(t *testing.T) {
-	// An unmetered board (Estimator) and a metered one.
-	est := startStack(t, fmt.Sprintf(benchBackends, ""))
-	met := startBenchStack(t, meteredBench(t))
-	w := testWorkload(t, "[idle]\nbefore_seconds = 0.2\nafter_seconds = 0.2\n")
-	a, _ := runToFile(t, est, w, false, nil)
-	b, rb := runToFile(t, met, w, false, nil)
-	a2, _ := runToFile(t, est, w, false, nil)
-	prov := provenanceText(rb.Body.Summary.Cells[0].Provenance)
-	out, errOut, err := meshctl(context.Background(), "bench", "compare", a, b, a2)
+// TestBenchCompareCommand checks compare's table, its verdict lines and
+// that it refuses a report that does not verify.
+func TestBenchCompareCommand(t *testing.T) {
+	s := startStack(t, fmt.Sprintf(benchBackends, ""))
+	a, _ := benchReportFile(t, s, t.TempDir())
+	b, _ := benchReportFile(t, s, t.TempDir())
+	out, errOut, err := meshctl(context.Background(), "bench", "compare", a, b)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
-	if prov != "ModelBased" {
-		t.Fatalf("the simulated INA228's receipts are %s, want ModelBased", prov)
-	}
-	// The metered board's figure is never ranked against the estimate.
-	// The three files share a name: compare numbers them in order.
-	if !strings.Contains(out, "4×8: report-1 vs report-2: not ranked: report-1 is Estimator, report-2 is ModelBased") ||
-		!strings.Contains(out, "an Estimator figure is the backend's configured µJ/token, not a measurement") {
-		t.Fatalf("compare ranked an Estimator figure against a metered one:\n%s", out)
-	}
-	// Two Estimator boards: still not ranked, and said why.
-	if !strings.Contains(out, "not ranked: both are Estimator figures") {
+	// The two files share a name: compare numbers them in order.
+	if !strings.Contains(out, "4×8: report-1 vs report-2: not ranked: both are Estimator figures") {
 		t.Fatalf("two estimates were ranked:\n%s", out)
 	}
-	for _, row := range []string{"4×8", "16×24", "µJ/TOK MEDIAN", "BOUND", "PROVENANCE"} {
+	for _, row := range []string{"4×8", "16×24", "µJ/TOK MEDIAN", "BOUND", "PROVENANCE", "ref-bench/reference/v1:work=64"} {
 		if !strings.Contains(out, row) {
 			t.Errorf("the table lacks %q:\n%s", row, out)
 		}
@@ -501,163 +170,51 @@ func TestBenchCompare(t *testing.T) {
 	data, _ := os.ReadFile(a)
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(bad, alter(t, data, `"board":`, `"cpu_model":"`, 1), 0o644)
-	if _, _, err := meshctl(context.Background(), "bench", "compare", a, bad); err == nil || !strings.Contains(err.Error(), "does not verify") {
+	var ee *cli.ExitError
+	if _, _, err := meshctl(context.Background(), "bench", "compare", a, bad); err == nil || !strings.Contains(err.Error(), "does not verify") || !errors.As(err, &ee) || ee.Code != exitDamaged {
 		t.Fatalf("compare took an altered report: %v", err)
 	}
 }
 
-func TestBenchVerdicts(t *testing.T) {
-	entry := func(name, recipe, prov string, med, lo, hi int64, bounded bool) *cmpEntry {
-		c := summaryCell{Gross: &stats{Median: milli(med)}, Provenance: map[string]int{prov: 3}}
-		if bounded {
-			c.GrossMedianBound = &interval{Low: milli(lo), High: milli(hi)}
-		}
-		return &cmpEntry{name: name, recipe: recipe, cell: c}
-	}
-	for _, tc := range []struct {
-		name string
-		a, b *cmpEntry
-		want string
-	}{
-		{"estimator vs hardware", entry("a", "r", "Estimator", 40e3, 0, 0, false), entry("b", "r", "HwShunt", 50e3, 49e3, 51e3, true),
-			"not ranked: a is Estimator, b is HwShunt: an Estimator figure is the backend's configured µJ/token, not a measurement"},
-		{"model vs hardware", entry("a", "r", "ModelBased", 40e3, 30e3, 50e3, true), entry("b", "r", "HwShunt", 50e3, 49e3, 51e3, true),
-			"not ranked: a is ModelBased, b is HwShunt: figures of different provenance"},
-		{"different models", entry("a", "r1", "HwShunt", 40e3, 39e3, 41e3, true), entry("b", "r2", "HwShunt", 50e3, 49e3, 51e3, true),
-			"not ranked: different models"},
-		{"overlap", entry("a", "r", "HwShunt", 40e3, 38e3, 45e3, true), entry("b", "r", "HwShunt", 44e3, 43e3, 46e3, true),
-			"no significant difference: 40 µJ/token in [38, 45] vs 44 in [43, 46]"},
-		{"touching", entry("a", "r", "HwShunt", 40e3, 38e3, 43e3, true), entry("b", "r", "HwShunt", 44e3, 43e3, 46e3, true),
-			"no significant difference"},
-		{"disjoint", entry("a", "r", "HwShunt", 40e3, 39e3, 41e3, true), entry("b", "r", "HwShunt", 50e3, 49e3, 51e3, true),
-			"a uses less: 40 vs 50 µJ/token (20.0% less; bounds [39, 41] and [49, 51] are disjoint)"},
-		{"unbounded", entry("a", "r", "ModelBased", 40e3, 0, 0, false), entry("b", "r", "ModelBased", 50e3, 49e3, 51e3, true),
-			"not ranked: a figure carries no error bound"},
-		{"mixed", &cmpEntry{name: "a", recipe: "r", cell: summaryCell{Gross: &stats{}, Provenance: map[string]int{"HwShunt": 2, "ModelBased": 1}}},
-			&cmpEntry{name: "b", recipe: "r", cell: summaryCell{Gross: &stats{}, Provenance: map[string]int{"HwShunt": 2, "ModelBased": 1}}},
-			"not ranked: each mixes provenances"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := verdict(tc.a, tc.b); !strings.HasPrefix(got, tc.want) {
-				t.Fatalf("verdict %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-// colourPixels counts the pixels of the PNG at path that are exactly col,
-// leaving out the right eighth of the image, where the legend draws each
-// series' glyph: what is counted is data drawn in the plot.
-func colourPixels(t *testing.T, path string, col color.RGBA) int {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	n := 0
-	b := img.Bounds()
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Min.X+b.Dx()*7/8; x++ {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			if uint8(r>>8) == col.R && uint8(g>>8) == col.G && uint8(bl>>8) == col.B {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-func TestBenchPlotsAndCSV(t *testing.T) {
-	w := testWorkload(t, "[idle]\nbefore_seconds = 0.2\nafter_seconds = 0.2\n[trace]\ninterval_ms = 50\n")
-	// The unmetered board's figures differ from cell to cell (the
-	// configured µJ/token over different token counts): every series is
-	// visible. The metered board has the power trace.
-	est, _ := runToFile(t, startStack(t, fmt.Sprintf(benchBackends, "")), w, true, nil)
-	met, rep := runToFile(t, startBenchStack(t, meteredBench(t)), w, true, nil)
-	if len(rep.Body.Trace.Samples) < 2 || !strings.HasPrefix(rep.Body.Trace.Note, "display data, not evidence") {
-		t.Fatalf("trace: %d samples, note %q", len(rep.Body.Trace.Samples), rep.Body.Trace.Note)
-	}
-	// The simulated rail draws a steady 6 W, serving or not: nearly all
-	// of each charge is idle power, which the net figure subtracts.
-	c := rep.Body.Summary.Cells[0]
-	if rep.Body.Summary.IdleUW == nil || c.Net == nil || c.Gross == nil || c.GrossMedianBound == nil ||
-		abs(int64(c.Net.Median))*10 > int64(c.Gross.Median) || c.Provenance["Estimator"] != 0 {
-		t.Fatalf("idle %v, cell %+v: want a bounded metered figure whose net is under a tenth of the gross", rep.Body.Summary.IdleUW, c)
-	}
-	estDir, metDir := t.TempDir(), t.TempDir()
-	out, errOut, err := meshctl(context.Background(), "bench", "plot", est, "-o", estDir)
+// TestBenchPlotAndCSVCommands checks that plot and csv list the files
+// they write, and that plot says why it draws no power trace.
+func TestBenchPlotAndCSVCommands(t *testing.T) {
+	s := startStack(t, fmt.Sprintf(benchBackends, ""))
+	path, rep := benchReportFile(t, s, t.TempDir())
+	dir := t.TempDir()
+	out, errOut, err := meshctl(context.Background(), "bench", "plot", path, "-o", dir)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
-	if !strings.Contains(errOut, "no power trace to draw") {
+	if !strings.Contains(errOut, "note: report: no power trace to draw") {
 		t.Errorf("an unmetered report's missing trace is not said:\n%s", errOut)
 	}
-	out2, errOut, err := meshctl(context.Background(), "bench", "plot", "-o", metDir, met)
+	for _, f := range []string{"uj_per_token_by_board.png", "uj_per_token_by_board.svg", "uj_per_token_by_output.png", "uj_per_token_by_output.svg"} {
+		if !strings.Contains(out, filepath.Join(dir, f)+"\n") {
+			t.Errorf("plot did not list %s:\n%s", f, out)
+		}
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	csvDir := t.TempDir()
+	out, errOut, err = meshctl(context.Background(), "bench", "csv", "-o", csvDir, path)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
-	out += out2
-	for _, tc := range []struct {
-		file string
-		col  color.RGBA
-		min  int
-	}{
-		// Four cells: each series drawn in its colour.
-		{filepath.Join(estDir, "uj_per_token_by_board.png"), seriesColors[0], 40},
-		{filepath.Join(estDir, "uj_per_token_by_board.png"), seriesColors[3], 40},
-		{filepath.Join(estDir, "uj_per_token_by_output.png"), seriesColors[0], 300},
-		{filepath.Join(estDir, "uj_per_token_by_output.png"), seriesColors[1], 300},
-		// The power line and the shaded window.
-		{filepath.Join(metDir, "power_trace_report.png"), seriesColors[0], 300},
-		{filepath.Join(metDir, "power_trace_report.png"), windowShade, 1000},
-		{filepath.Join(metDir, "power_trace_report.png"), idleColour, 100},
-	} {
-		if !strings.Contains(out, tc.file) {
-			t.Fatalf("plot did not list %s:\n%s", tc.file, out)
-		}
-		if n := colourPixels(t, tc.file, tc.col); n < tc.min {
-			t.Errorf("%s: %d pixels of the series colour %v, want at least %d: the data is not drawn", tc.file, n, tc.col, tc.min)
-		}
-		svg, err := os.ReadFile(strings.TrimSuffix(tc.file, ".png") + ".svg")
-		if err != nil || !bytes.Contains(svg, []byte("<svg")) || len(svg) < 2000 {
-			t.Errorf("%s: the SVG is missing or empty (%v)", tc.file, err)
-		}
+	if want := filepath.Join(csvDir, "summary.csv") + "\n" + filepath.Join(csvDir, "receipts.csv") + "\n"; out != want {
+		t.Errorf("csv printed %q, want %q", out, want)
 	}
-	// An axis-only picture has none of the series colours.
-	if n := colourPixels(t, filepath.Join(estDir, "uj_per_token_by_board.png"), seriesColors[5]); n != 0 {
-		t.Errorf("%d pixels of an unused series colour", n)
-	}
-
-	csvDir := t.TempDir()
-	if _, errOut, err := meshctl(context.Background(), "bench", "csv", met, "-o", csvDir); err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	sum, _ := os.ReadFile(filepath.Join(csvDir, "summary.csv"))
 	rec, _ := os.ReadFile(filepath.Join(csvDir, "receipts.csv"))
-	if got := strings.Count(string(sum), "\n"); got != 1+4 {
-		t.Errorf("summary.csv has %d lines, want a header and 4 cells:\n%s", got, sum)
-	}
-	if !strings.Contains(string(sum), c.Gross.Median.String()) {
-		t.Errorf("summary.csv lacks the first cell's median %s:\n%s", c.Gross.Median, sum)
-	}
 	if got := strings.Count(string(rec), "\n"); got != 1+len(rep.Body.Chain.Envelopes) {
 		t.Errorf("receipts.csv has %d lines, want a header and %d receipts", got, len(rep.Body.Chain.Envelopes))
 	}
-	if !strings.Contains(string(rec), rep.Body.Chain.Envelopes[0]) {
-		t.Error("receipts.csv does not carry the envelopes")
+	// A fleet report has no serves to draw.
+	fleet := filepath.Join(t.TempDir(), "fleet.json")
+	os.WriteFile(fleet, []byte(`{"body":{"kind":"fleet"}}`+"\n"), 0o644)
+	if _, _, err := meshctl(context.Background(), "bench", "plot", fleet, "-o", dir); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "is a fleet report") {
+		t.Errorf("plot of a fleet report: %v", err)
 	}
-}
-
-func abs(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
 
 func TestBenchInterrupt(t *testing.T) {
@@ -701,11 +258,11 @@ repetitions = 5000
 	if rerr != nil {
 		t.Fatalf("no report after the interruption: %v\n%s", rerr, stderr.String())
 	}
-	v, problems := checkReport(data, nil)
+	v, problems := bench.Verify(data, nil)
 	if len(problems) > 0 {
-		t.Fatalf("the interrupted report does not verify: %s", strings.Join(problems, "\n"))
+		t.Fatalf("the interrupted report does not verify: %v", problems)
 	}
-	b := &v.rep.Body
+	b := &v.Report.Body
 	finished := strings.Count(stderr.String(), "\nserve ")
 	if b.Status.Complete || !strings.Contains(b.Status.Incomplete, "interrupted") || len(b.Serves) < 5 || len(b.Serves) != finished {
 		t.Fatalf("complete %v (%q), %d serves in the report, %d printed as finished", b.Status.Complete, b.Status.Incomplete, len(b.Serves), finished)
@@ -718,38 +275,7 @@ repetitions = 5000
 	}
 }
 
-func TestBenchRunRefusals(t *testing.T) {
-	s := startStack(t, fmt.Sprintf(benchBackends, ""))
-	c, _ := client.New(s.addr)
-	for _, tc := range []struct {
-		name, extra, model, want string
-		floor                    int
-	}{
-		{"unknown recipe", "", "reference_work = 65", "no backend of this meshd serves recipe reference/v1:work=65", 2},
-		{"wrong backend", "", "reference_work = 64\nbackend = \"ref-cheap\"", "model.backend \"ref-cheap\" does not serve", 2},
-		// Floor 1 lets the router pick the cheaper backend: the first
-		// receipt names another recipe and the run stops, saying so.
-		{"router picks another", "", "reference_work = 64", "the router chose another backend", 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w, err := parseWorkload([]byte(fmt.Sprintf("name = \"r\"\n[model]\n%s\n[request]\nfidelity_floor = %d\njoule_ceiling_uj = 10000000\n[matrix]\nprompt_words = [4]\noutput_tokens = [4]\nrepetitions = 2\n", tc.model, tc.floor)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := filepath.Join(t.TempDir(), "r.json")
-			rep, err := runBench(context.Background(), runOptions{workload: w, client: c, out: out})
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want %q", err, tc.want)
-			}
-			if rep != nil {
-				// A stopped run still reports, incomplete, and verifies.
-				data, _ := os.ReadFile(out)
-				if _, problems := checkReport(data, nil); len(problems) > 0 || rep.Body.Status.Complete {
-					t.Fatalf("the stopped run's report: complete %v, problems %v", rep.Body.Status.Complete, problems)
-				}
-			}
-		})
-	}
+func TestBenchUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench"},
 		{"bench", "nope"},
@@ -804,46 +330,5 @@ func TestBenchRunStartsDaemon(t *testing.T) {
 	}
 	if out, _, err := meshctl(context.Background(), "bench", "verify", out); err != nil {
 		t.Fatalf("%v\n%s", err, out)
-	}
-}
-
-func TestBenchConcurrent(t *testing.T) {
-	s := startStack(t, fmt.Sprintf(benchBackends, ""))
-	w := testWorkload(t, "")
-	w.Matrix.Concurrency = 3
-	path, rep := runToFile(t, s, w, false, nil)
-	data, _ := os.ReadFile(path)
-	if _, problems := checkReport(data, nil); len(problems) > 0 {
-		t.Fatalf("a concurrent run's report: %s", strings.Join(problems, "\n"))
-	}
-	// Every planned serve is there once, in plan order, whatever order
-	// they finished in.
-	for i, sv := range rep.Body.Serves {
-		if sv.Index != i {
-			t.Fatalf("serves[%d] is serve %d", i, sv.Index)
-		}
-	}
-	if len(rep.Body.Serves) != 13 || !rep.Body.Status.Complete {
-		t.Fatalf("%d serves, complete %v", len(rep.Body.Serves), rep.Body.Status.Complete)
-	}
-}
-
-func TestPathAt(t *testing.T) {
-	doc := []byte(`{"body":{"chain":{"envelopes":["aa","bb","cc"]},"n":12},"x":[{"y":1},{"z":"w"}]}`)
-	for _, tc := range []struct {
-		at   string // the byte's context, found in doc
-		skip int
-		want string
-	}{
-		{`"bb"`, 1, "body.chain.envelopes[1]"},
-		{`"cc"`, 2, "body.chain.envelopes[2]"},
-		{`12`, 1, "body.n"},
-		{`"w"`, 1, "x[1].z"},
-		{`"y"`, 1, "x[0].y"},
-	} {
-		off := bytes.Index(doc, []byte(tc.at)) + tc.skip
-		if got := pathAt(doc, int64(off)); got != tc.want {
-			t.Errorf("byte %d (%s): %q, want %q", off, tc.at, got, tc.want)
-		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +20,9 @@ import (
 
 	"meshd/agent/api"
 	"meshd/agent/fleet"
+	"meshd/bench"
 	"meshd/cmd/internal/cli"
+	"meshd/rag"
 	"meshd/steward"
 	"meshd/wire"
 )
@@ -157,8 +160,8 @@ func TestFleetReportVerifiesAndCompares(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the report was not written: %v\n%s%s", err, out, errOut)
 	}
-	var rep fleetReport
-	if err := decodeStrict(data, &rep, "a fleet report"); err != nil {
+	rep, err := bench.DecodeFleet(data)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -191,7 +194,7 @@ func TestFleetReportVerifiesAndCompares(t *testing.T) {
 	}
 	// Cells: one per steward, backend and recipe; the front door's names
 	// the backend it forwarded to and counts the forwarded receipts.
-	cells := map[string]fleetCell{}
+	cells := map[string]bench.FleetCell{}
 	for _, c := range rep.Body.Summary.Cells {
 		cells[c.Steward+" "+c.Backend] = c
 	}
@@ -251,33 +254,31 @@ func TestFleetReportVerifyNamesTheAlteredPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := func() (*fleetReport, error) {
-		var r fleetReport
-		return &r, decodeStrict(data, &r, "a fleet report")
-	}()
+	rep, err := bench.DecodeFleet(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A board with five receipts (steward order is random: the front door
 	// has two).
-	bi := slices.IndexFunc(rep.Body.Boards, func(b fleetBoard) bool { return len(b.Chain.Envelopes) == 5 })
+	bi := slices.IndexFunc(rep.Body.Boards, func(b bench.FleetBoard) bool { return len(b.Chain.Envelopes) == 5 })
 	if bi < 0 {
 		t.Fatal("no board with five receipts")
 	}
 	env2 := rep.Body.Boards[bi].Chain.Envelopes[2]
-	board1 := fmt.Sprintf("boards[%d] (steward %s)", bi, short(rep.Body.Boards[bi].Steward))
+	board1 := fmt.Sprintf("boards[%d] (steward %s)", bi, bench.ShortID(rep.Body.Boards[bi].Steward))
 
 	// An attestation by the operator for another purpose.
 	op, err := steward.LoadKeyFile(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := canonicalJSON(&rep.Body)
+	raw, _ := json.Marshal(&rep.Body)
+	c, _ := rag.Canonical(raw)
 	resigned := *rep
-	payload, _ := cbor.Marshal(api.Attestation{Purpose: benchFormat, SHA256: sha256Of(c), Steward: op.ID(), SealedMs: 1})
+	payload, _ := cbor.Marshal(api.Attestation{Purpose: bench.Format, SHA256: sha256Of(c), Steward: op.ID(), SealedMs: 1})
 	env, _ := steward.Sign1(op, payload)
 	resigned.Attestation = base64.StdEncoding.EncodeToString(env)
-	wrongPurpose, _ := encodeFleetReport(&resigned)
+	wrongPurpose, _ := bench.EncodeFleet(&resigned)
 
 	for _, tc := range []struct {
 		name  string
@@ -286,7 +287,7 @@ func TestFleetReportVerifyNamesTheAlteredPlace(t *testing.T) {
 	}{
 		{"an envelope", alter(t, data, env2, env2[:40], 0), board1 + " chain.envelopes[2] (receipt sequence 2)"},
 		{"a checkpoint", alter(t, data, rep.Body.Boards[bi].Chain.Checkpoint, "", 30), board1 + " chain.checkpoint:"},
-		{"a summary figure", alter(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":`, 0), "summary cell " + short(rep.Body.Summary.Cells[0].Steward)},
+		{"a summary figure", alter(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":`, 0), "summary cell " + bench.ShortID(rep.Body.Summary.Cells[0].Steward)},
 		{"the problems", alter(t, data, `"problems":["`, `"problems":["`, 3), "problems: the section was altered"},
 		{"the status", alter(t, data, `"status":{`, `"harness":"`, 1), "status: the section was altered"},
 		{"the signature", alter(t, data, `"attestation":"`, "", 100), "attestation: the signature does not verify"},
@@ -297,7 +298,11 @@ func TestFleetReportVerifyNamesTheAlteredPlace(t *testing.T) {
 			if bytes.Equal(tc.data, data) {
 				t.Fatal("nothing was altered")
 			}
-			_, problems := checkFleetReport(tc.data, nil)
+			_, ps := bench.VerifyFleet(tc.data, nil)
+			var problems []string
+			for _, p := range ps {
+				problems = append(problems, p.String())
+			}
 			if len(problems) == 0 {
 				t.Fatal("an altered report verifies")
 			}
@@ -309,44 +314,6 @@ func TestFleetReportVerifyNamesTheAlteredPlace(t *testing.T) {
 				t.Errorf("the attestation still verifies over an altered body:\n%s", strings.Join(problems, "\n"))
 			}
 		})
-	}
-}
-
-// TestFleetPairMismatch checks the pair check names each way a forwarded
-// receipt can disagree with its upstream receipt.
-func TestFleetPairMismatch(t *testing.T) {
-	a, front := newBoard(t), newBoard(t)
-	up := a.seal(shuntDraft("q", 5000))
-	opened, err := steward.OpenEnvelope(up.Envelope, a.key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	forward := func(mut func(*steward.Draft)) *steward.Receipt {
-		d := shuntDraft("q", 5000)
-		d.Backend = "node-a"
-		d.Upstream = &steward.Upstream{Receipt: up.ID, Steward: a.key.Public()}
-		if mut != nil {
-			mut(&d)
-		}
-		return front.seal(d).Receipt
-	}
-	if d := pairMismatch(forward(nil), opened); d != "" {
-		t.Fatalf("a faithful forward: %s", d)
-	}
-	for _, tc := range []struct {
-		name string
-		mut  func(*steward.Draft)
-		want string
-	}{
-		{"request", func(d *steward.Draft) { d.Request = wire.ContentOf([]byte("other")) }, "answers request"},
-		{"recipe", func(d *steward.Draft) { d.Recipe = "other" }, "names recipe r, this one other"},
-		{"tokens", func(d *steward.Draft) { d.Outcome.TokensOut = 3 }, "counts 0/2/2 tokens"},
-		{"energy", func(d *steward.Draft) { d.Energy = wire.Measured(6000, 6000) }, "charges 5000 µJ (HwShunt), this one 6000 µJ"},
-		{"steward", func(d *steward.Draft) { d.Upstream.Steward = front.key.Public() }, "not the x_upstream_steward named"},
-	} {
-		if got := pairMismatch(forward(tc.mut), opened); !strings.Contains(got, tc.want) {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-		}
 	}
 }
 

@@ -1,6 +1,6 @@
-package main
+package bench
 
-// The benchmark workload: what `meshctl bench run` serves, read from a
+// The benchmark workload: what Run serves, read from a
 // TOML file with strict decoding (an unknown or misspelt key is an error,
 // not a silently ignored setting), and the deterministic prompts it sends.
 
@@ -102,10 +102,12 @@ type WorkloadTrace struct {
 	IntervalMs int `toml:"interval_ms" json:"interval_ms"`
 }
 
-// cell is one (prompt length, output length) pair of the matrix.
-type benchCell struct{ prompt, output int }
+// Cell is one (prompt length in words, output length in max_tokens) pair
+// of the matrix.
+type Cell struct{ Prompt, Output int }
 
-func (c benchCell) String() string { return fmt.Sprintf("%d×%d", c.prompt, c.output) }
+// String names the cell prompt×output, as "4×8".
+func (c Cell) String() string { return fmt.Sprintf("%d×%d", c.Prompt, c.Output) }
 
 // Limits that keep a typo from asking for a week of serves.
 const (
@@ -115,22 +117,22 @@ const (
 	maxOutputTokens = 1 << 20
 )
 
-// loadWorkload reads and checks a workload file and resolves its recipe.
-func loadWorkload(path string) (*Workload, error) {
+// LoadWorkload reads and checks a workload file and resolves its recipe.
+func LoadWorkload(path string) (*Workload, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
-	w, err := parseWorkload(data)
+	w, err := ParseWorkload(data)
 	if err != nil {
 		return nil, fmt.Errorf("workload %s: %w", path, err)
 	}
 	return w, nil
 }
 
-// parseWorkload decodes a workload strictly, fills defaults, checks every
+// ParseWorkload decodes a workload strictly, fills defaults, checks every
 // field and resolves the recipe.
-func parseWorkload(data []byte) (*Workload, error) {
+func ParseWorkload(data []byte) (*Workload, error) {
 	w := &Workload{}
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(w); err != nil {
@@ -151,7 +153,7 @@ func parseWorkload(data []byte) (*Workload, error) {
 	if w.Trace.IntervalMs == 0 {
 		w.Trace.IntervalMs = 200
 	}
-	if err := w.check(); err != nil {
+	if err := w.Check(); err != nil {
 		return nil, err
 	}
 	r, err := w.Model.resolve()
@@ -162,8 +164,8 @@ func parseWorkload(data []byte) (*Workload, error) {
 	return w, nil
 }
 
-// check names the first field outside its domain.
-func (w *Workload) check() error {
+// Check names the first field outside its domain.
+func (w *Workload) Check() error {
 	m := w.Matrix
 	switch {
 	case w.Name == "":
@@ -204,12 +206,12 @@ func (w *Workload) check() error {
 	return nil
 }
 
-// cells is the matrix in the order serves cycle through it.
-func (w *Workload) cells() []benchCell {
-	var out []benchCell
+// Cells is the matrix in the order serves cycle through it.
+func (w *Workload) Cells() []Cell {
+	var out []Cell
 	for _, p := range w.Matrix.PromptWords {
 		for _, o := range w.Matrix.OutputTokens {
-			out = append(out, benchCell{p, o})
+			out = append(out, Cell{p, o})
 		}
 	}
 	return out
@@ -334,7 +336,7 @@ func benchPrompt(words, output, rep int, warmup bool) string {
 // benchRequestID is the request_id the daemon derives for a bench serve
 // (PROFILE §3, §16: prompt_tokens defaults to the prompt's bytes plus one,
 // which the harness leaves to the daemon).
-func benchRequestID(w *Workload, s *serveRecord) (string, error) {
+func benchRequestID(w *Workload, s *Serve) (string, error) {
 	prompt := benchPrompt(s.PromptWords, s.MaxTokens, s.Rep, s.Warmup)
 	fl, err := wire.FidelityFromUint(uint64(w.Request.FidelityFloor))
 	if err != nil {

@@ -1,20 +1,15 @@
-package main
+package bench
 
-// `meshctl bench plot` and `meshctl bench csv`: pictures and tables from
-// verified reports. The power trace is display data (PROFILE.md §20): it
+// Plot: pictures of verified reports (`meshctl bench plot`). The power
+// trace is display data (PROFILE.md §20): it
 // is drawn, never summarised.
 
 import (
-	"encoding/csv"
 	"errors"
-	"flag"
 	"fmt"
 	"image/color"
-	"io"
-	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -43,74 +38,12 @@ var (
 
 const plotW, plotH = 8 * vg.Inch, 5 * vg.Inch
 
-// parseInterleaved parses flags that may come before or after the
-// positional arguments ("bench plot A B -o DIR") and returns the
-// positionals.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-func benchPlotCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench plot", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("o", "", "the directory to write the PNG and SVG files into")
-	paths, err := parseInterleaved(fs, args)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if *dir == "" || len(paths) == 0 {
-		fmt.Fprintln(stderr, "usage: meshctl bench plot REPORT... -o DIR")
-		return fmt.Errorf("%w: bench plot needs reports and -o DIR", errUsage)
-	}
-	reps, err := loadVerified(paths)
-	if err != nil {
-		return err
-	}
-	names := reportNames(paths)
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return fmt.Errorf("bench plot: %w", err)
-	}
-	files, notes, err := writePlots(*dir, names, reps)
-	for _, n := range notes {
-		fmt.Fprintln(stderr, "note: "+n)
-	}
-	for _, f := range files {
-		fmt.Fprintln(stdout, f)
-	}
-	return err
-}
-
-// reportNames labels reports by their file names, numbered where two
-// share one, so no picture overwrites another's.
-func reportNames(paths []string) []string {
-	names := make([]string, len(paths))
-	count := map[string]int{}
-	for i, p := range paths {
-		names[i] = strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
-		count[names[i]]++
-	}
-	seen := map[string]int{}
-	for i, n := range names {
-		if count[n] > 1 {
-			seen[n]++
-			names[i] = fmt.Sprintf("%s-%d", n, seen[n])
-		}
-	}
-	return names
-}
-
-// writePlots writes every picture as PNG and SVG and returns the files.
-func writePlots(dir string, names []string, reps []*verifiedReport) (files, notes []string, err error) {
+// Plot writes every picture of the verified reports, named names (one
+// each, distinct: they name the files), into dir as PNG and SVG: µJ per
+// accepted token by board and by output length, and each report's power
+// trace around a serve. It returns the files written and notes on what
+// could not be drawn (a report without a trace).
+func Plot(dir string, names []string, reps []*Verified) (files, notes []string, err error) {
 	save := func(p *plot.Plot, base string) error {
 		for _, ext := range []string{".png", ".svg"} {
 			f := filepath.Join(dir, base+ext)
@@ -187,7 +120,7 @@ func addSeries(p *plot.Plot, pts pointsWithErrors, col color.RGBA, joined bool, 
 
 // cellPoint is one cell's median and the distances to its bound's ends
 // (zero where the figure is unbounded), in µJ/token.
-func cellPoint(c summaryCell) (y, lo, hi float64, ok bool) {
+func cellPoint(c CellSummary) (y, lo, hi float64, ok bool) {
 	if c.Gross == nil {
 		return 0, 0, 0, false
 	}
@@ -200,18 +133,18 @@ func cellPoint(c summaryCell) (y, lo, hi float64, ok bool) {
 
 // boardPlot is µJ per accepted token per board, one series per cell, with
 // the bounds on the medians as error bars.
-func boardPlot(names []string, reps []*verifiedReport) (*plot.Plot, error) {
+func boardPlot(names []string, reps []*Verified) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "µJ per accepted token by board (median, bound on the median)"
 	p.Y.Label.Text = "µJ / accepted token"
 	p.Y.Min = 0
 	labels := make([]string, len(reps))
-	series := map[benchCell]*pointsWithErrors{}
-	var order []benchCell
+	series := map[Cell]*pointsWithErrors{}
+	var order []Cell
 	for i, v := range reps {
-		labels[i] = names[i] + "\n" + v.node.label()
-		for _, c := range v.rep.Body.Summary.Cells {
-			k := benchCell{c.PromptWords, c.MaxTokens}
+		labels[i] = names[i] + "\n" + v.Node.Label()
+		for _, c := range v.Report.Body.Summary.Cells {
+			k := Cell{c.PromptWords, c.MaxTokens}
 			if series[k] == nil {
 				series[k] = &pointsWithErrors{}
 				order = append(order, k)
@@ -245,7 +178,7 @@ func boardPlot(names []string, reps []*verifiedReport) (*plot.Plot, error) {
 
 // outputPlot is µJ per accepted token against output length, one line
 // per report and prompt length.
-func outputPlot(names []string, reps []*verifiedReport) (*plot.Plot, error) {
+func outputPlot(names []string, reps []*Verified) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "µJ per accepted token against output length"
 	p.X.Label.Text = "output length (max_tokens)"
@@ -255,7 +188,7 @@ func outputPlot(names []string, reps []*verifiedReport) (*plot.Plot, error) {
 	for i, v := range reps {
 		byPrompt := map[int]*pointsWithErrors{}
 		var prompts []int
-		for _, c := range v.rep.Body.Summary.Cells {
+		for _, c := range v.Report.Body.Summary.Cells {
 			y, lo, hi, ok := cellPoint(c)
 			if !ok {
 				continue
@@ -302,9 +235,9 @@ var errNoTrace = errors.New("no trace")
 // traceMeters are the meters whose power is summed for the trace: the
 // run's backend's span, or every meter when the board section does not
 // say.
-func traceMeters(v *verifiedReport) []string {
-	for _, b := range v.node.Backends {
-		if b["name"] != v.rep.Body.Idle.Backend {
+func traceMeters(v *Verified) []string {
+	for _, b := range v.Node.Backends {
+		if b["name"] != v.Report.Body.Idle.Backend {
 			continue
 		}
 		if ms, ok := b["meters"].([]any); ok && len(ms) > 0 {
@@ -337,8 +270,8 @@ func spanPower(meters []string, s map[string]uint64) (uint64, bool) {
 // by the receipt: it ends at x_sealed_unix_ms (sealing follows the window's
 // close by the seal's own latency, so the placement is good to a few ms)
 // and lasts x_window_ns; the serve is the last x_serve_ns of it.
-func tracePlot(name string, v *verifiedReport) (*plot.Plot, error) {
-	b := &v.rep.Body
+func tracePlot(name string, v *Verified) (*plot.Plot, error) {
+	b := &v.Report.Body
 	meters := traceMeters(v)
 	if len(meters) == 0 && len(b.Trace.Samples) > 0 {
 		for m := range b.Trace.Samples[0].Meters {
@@ -373,7 +306,7 @@ func tracePlot(name string, v *verifiedReport) (*plot.Plot, error) {
 		if s.Warmup {
 			continue
 		}
-		r := v.bySeq[s.Sequence].Receipt
+		r := v.Receipt(s.Sequence).Receipt
 		if r.SealedUnixMs == nil || r.WindowNs == nil {
 			continue
 		}
@@ -458,135 +391,4 @@ func tracePlot(name string, v *verifiedReport) (*plot.Plot, error) {
 	}
 	p.Legend.Top = true
 	return p, nil
-}
-
-// ---- csv ----
-
-func benchCSVCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench csv", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("o", "", "the directory to write summary.csv and receipts.csv into")
-	paths, err := parseInterleaved(fs, args)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if *dir == "" || len(paths) != 1 {
-		fmt.Fprintln(stderr, "usage: meshctl bench csv REPORT -o DIR")
-		return fmt.Errorf("%w: bench csv needs one report and -o DIR", errUsage)
-	}
-	reps, err := loadVerified(paths)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return fmt.Errorf("bench csv: %w", err)
-	}
-	for _, f := range []struct {
-		name  string
-		write func(io.Writer, *verifiedReport) error
-	}{{"summary.csv", writeSummaryCSV}, {"receipts.csv", writeReceiptsCSV}} {
-		path := filepath.Join(*dir, f.name)
-		fh, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("bench csv: %w", err)
-		}
-		err = f.write(fh, reps[0])
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("bench csv: %s: %w", path, err)
-		}
-		fmt.Fprintln(stdout, path)
-	}
-	return nil
-}
-
-func statCols(s *stats) []string {
-	if s == nil {
-		return []string{"", "", "", "", "", ""}
-	}
-	return []string{s.Median.String(), s.Q1.String(), s.Q3.String(), s.IQR.String(), s.Min.String(), s.Max.String()}
-}
-
-func boundCols(b *interval) []string {
-	if b == nil {
-		return []string{"", ""}
-	}
-	return []string{b.Low.String(), b.High.String()}
-}
-
-// writeSummaryCSV writes one row per cell, every summary figure.
-func writeSummaryCSV(w io.Writer, v *verifiedReport) error {
-	cw := csv.NewWriter(w)
-	head := []string{"board", "recipe", "prompt_words", "max_tokens", "serves", "counted", "tokens_in", "tokens_out"}
-	for _, f := range []string{"gross", "net", "error", "tokens_per_s"} {
-		for _, s := range []string{"median", "q1", "q3", "iqr", "min", "max"} {
-			head = append(head, f+"_"+s)
-		}
-	}
-	head = append(head, "gross_median_low", "gross_median_high", "net_median_low", "net_median_high", "provenance", "idle_uw")
-	cw.Write(head)
-	b := &v.rep.Body
-	idle := ""
-	if b.Summary.IdleUW != nil {
-		idle = strconv.FormatUint(*b.Summary.IdleUW, 10)
-	}
-	for _, c := range b.Summary.Cells {
-		row := []string{v.node.label(), b.Workload.Model.Resolved, strconv.Itoa(c.PromptWords), strconv.Itoa(c.MaxTokens),
-			strconv.Itoa(c.Serves), strconv.Itoa(c.Counted), c.TokensIn.String(), c.TokensOut.String()}
-		for _, s := range []*stats{c.Gross, c.Net, c.ErrorPerToken, c.TokensPerS} {
-			row = append(row, statCols(s)...)
-		}
-		row = append(row, boundCols(c.GrossMedianBound)...)
-		row = append(row, boundCols(c.NetMedianBound)...)
-		row = append(row, provenanceText(c.Provenance), idle)
-		cw.Write(row)
-	}
-	cw.Flush()
-	return cw.Error()
-}
-
-// writeReceiptsCSV writes every receipt of the chain segment, with the
-// serve it answers (empty for other clients' receipts).
-func writeReceiptsCSV(w io.Writer, v *verifiedReport) error {
-	cw := csv.NewWriter(w)
-	cw.Write([]string{"sequence", "id", "serve", "warmup", "prompt_words", "max_tokens", "rep", "backend", "recipe",
-		"tokens_in", "tokens_out", "tokens_accepted", "charged_uj", "estimated_uj", "measured_uj", "uj_per_accepted_token",
-		"provenance", "meter", "meter_kind", "error_uj", "window_ns", "serve_ns", "sealed_unix_ms", "idle_uw", "shared", "envelope"})
-	serveOf := map[uint64]*serveRecord{}
-	for i := range v.rep.Body.Serves {
-		serveOf[v.rep.Body.Serves[i].Sequence] = &v.rep.Body.Serves[i]
-	}
-	opt := func(p *uint64) string {
-		if p == nil {
-			return ""
-		}
-		return strconv.FormatUint(*p, 10)
-	}
-	for i, o := range v.receipts {
-		r := o.Receipt
-		charged := ""
-		if e, err := r.Energy(); err == nil {
-			charged = strconv.FormatUint(e.UJ(), 10)
-		}
-		serve, warm, pw, mt, rep := "", "", "", "", ""
-		if s := serveOf[r.Sequence]; s != nil {
-			serve, warm, pw, mt, rep = strconv.Itoa(s.Index), strconv.FormatBool(s.Warmup), strconv.Itoa(s.PromptWords), strconv.Itoa(s.MaxTokens), strconv.Itoa(s.Rep)
-		}
-		meter, kind := "", ""
-		if r.Meter != nil {
-			meter = *r.Meter
-		}
-		if r.MeterKind != nil {
-			kind = *r.MeterKind
-		}
-		cw.Write([]string{strconv.FormatUint(r.Sequence, 10), o.ID.String(), serve, warm, pw, mt, rep, r.Backend, r.Recipe,
-			strconv.Itoa(int(r.TokensIn)), strconv.Itoa(int(r.TokensOut)), strconv.Itoa(int(r.TokensAccepted)), charged,
-			strconv.FormatUint(r.EstimatedUJ, 10), opt(r.MeasuredUJ), opt(r.UJPerAcceptedToken), r.EnergyProvenance, meter, kind,
-			opt(r.ErrorUJ), opt(r.WindowNs), opt(r.ServeNs), opt(r.SealedUnixMs), opt(r.IdleUW), opt(r.Shared),
-			v.rep.Body.Chain.Envelopes[i]})
-	}
-	cw.Flush()
-	return cw.Error()
 }

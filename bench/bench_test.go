@@ -1,0 +1,800 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/color"
+	"image/png"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"meshd/agent/api"
+	"meshd/agent/api/apitest"
+	"meshd/agent/api/client"
+	"meshd/agent/config"
+	"meshd/agent/node"
+	"meshd/steward"
+)
+
+// benchBackends are what the bench tests serve: the benchmarked backend
+// at F2, and a cheaper F1 one the router prefers when the floor allows.
+const benchBackends = `
+[[backend]]
+name = "ref-bench"
+kind = "reference"
+fidelity = 2
+uj_per_token = 50
+work = 64
+%s
+[[backend]]
+name = "ref-cheap"
+kind = "reference"
+fidelity = 1
+uj_per_token = 10
+work = 8
+`
+
+// meteredBench is benchBackends with ref-bench metered by a simulated
+// INA228 under the kernel's hwmon driver: a sysfs tree whose hardware
+// energy accumulator (energy1_input, µJ) a goroutine advances at a steady
+// 6 W by the wall clock, as the chip would, until the test ends.
+func meteredBench(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	rail := filepath.Join(root, "hwmon0")
+	if err := os.MkdirAll(rail, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, v string) {
+		// Renamed into place, so the driver never reads half a value.
+		tmp := filepath.Join(root, name+".tmp")
+		if err := os.WriteFile(tmp, []byte(v+"\n"), 0o644); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := os.Rename(tmp, filepath.Join(rail, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	const powerUW = 6_000_000 // 12 V × 0.5 A
+	for name, v := range map[string]string{"name": "ina228", "in1_input": "12000", "curr1_input": "500",
+		"power1_input": fmt.Sprint(powerUW), "update_interval": "20", "energy1_input": "1000000"} {
+		write(name, v)
+	}
+	start := time.Now()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				write("energy1_input", fmt.Sprint(1_000_000+uint64(time.Since(start).Microseconds())*powerUW/1_000_000))
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-stopped })
+	return fmt.Sprintf("[metering]\non_meter_failure = \"estimate\"\n\n[[meter]]\nname = \"rail\"\ndriver = \"hwmon\"\nrail = \"hwmon0/ina228:1\"\nhwmon_root = %q\nshunt_uohm = 2000\n", root) +
+		fmt.Sprintf(benchBackends, `meters = ["rail"]`)
+}
+
+// testStack is a node and its HTTP API on loopback, as `meshd serve`
+// runs them.
+type testStack struct {
+	n    *node.Node
+	srv  *httptest.Server
+	addr string // host:port
+}
+
+func startStack(t *testing.T, extra string) *testStack {
+	t.Helper()
+	st := apitest.Start(t, extra, node.Options{})
+	return &testStack{n: st.Node, srv: st.Server, addr: st.Addr}
+}
+
+// logged opens receipt seq from the node's own log.
+func (s *testStack) logged(t *testing.T, seq uint64) *steward.Opened {
+	t.Helper()
+	envs, err := s.n.Stores.Log.Range(context.Background(), seq, 1)
+	if err != nil || len(envs) != 1 {
+		t.Fatalf("receipt %d from the log: %v (%d)", seq, err, len(envs))
+	}
+	o, err := steward.OpenEnvelope(envs[0], s.n.Trusted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// joined is problems one a line, for failure messages.
+func joined(problems []Problem) string {
+	lines := make([]string, len(problems))
+	for i, p := range problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// verifyFile verifies the report at path.
+func verifyFile(t *testing.T, path string, trust ed25519.PublicKey) (*Verified, []Problem) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Verify(data, trust)
+}
+
+// startBenchStack is startStack with the node's context kept for the
+// test's life: the meters sample under it, and startStack's ends when it
+// returns (fine for unmetered stacks, not for a metered one).
+func startBenchStack(t testing.TB, extra string) *testStack {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n%s", filepath.Join(dir, "state"), extra)), "bench_test.toml")
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Open(ctx, cfg, node.Options{})
+	if err != nil {
+		cancel()
+		t.Fatalf("opening the node: %v", err)
+	}
+	srv := httptest.NewServer(api.New(n, api.Options{}))
+	t.Cleanup(func() {
+		srv.Close()
+		if err := n.Close(context.Background()); err != nil {
+			t.Errorf("closing the node: %v", err)
+		}
+		cancel()
+	})
+	return &testStack{n: n, srv: srv, addr: srv.Listener.Addr().String()}
+}
+
+// testWorkload is a small workload on ref-bench.
+func testWorkload(t *testing.T, extra string) *Workload {
+	t.Helper()
+	w, err := ParseWorkload([]byte(`
+name = "test"
+[model]
+reference_work = 64
+backend = "ref-bench"
+[request]
+fidelity_floor = 2
+joule_ceiling_uj = 10000000
+[matrix]
+prompt_words = [4, 16]
+output_tokens = [8, 24]
+repetitions = 3
+warmup = 1
+` + extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// runToFile runs w against s and writes the report, failing the test on
+// any error.
+func runToFile(t *testing.T, s *testStack, w *Workload, trace bool, p Progress) (string, *Report) {
+	t.Helper()
+	c, err := client.New(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "report.json")
+	rep, err := Run(context.Background(), c, w, Options{Trace: trace, Progress: p})
+	if err != nil {
+		t.Fatalf("bench run: %v", err)
+	}
+	if err := WriteFile(out, rep); err != nil {
+		t.Fatal(err)
+	}
+	return out, rep
+}
+
+func TestWorkload(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.gguf")
+	const base = "name = \"w\"\n[request]\nfidelity_floor = 1\njoule_ceiling_uj = 1000\n[matrix]\nprompt_words = [8]\noutput_tokens = [4]\nrepetitions = 2\n"
+	synth := fmt.Sprintf("[model.synthetic]\nlayers = 1\ndim = 64\nheads = 2\nkv_heads = 1\nff = 128\nvocab = 300\nctx = 64\ntype = \"q8_0\"\nseed = 7\npath = %q\n", model)
+	for _, tc := range []struct {
+		name, toml string
+		recipe     string // want, or "" for an error
+		err        string
+	}{
+		{"reference", base + "[model]\nreference_work = 8\n", "reference/v1:work=8", ""},
+		{"recipe", base + "[model]\nrecipe = \"gguf:abc\"\n", "gguf:abc", ""},
+		{"synthetic", base + synth, "gguf:", ""},
+		{"unknown key", base + "[model]\nreference_work = 8\nbakend = \"x\"\n", "", "bakend"},
+		{"two models", base + "[model]\nreference_work = 8\nrecipe = \"x\"\n", "", "exactly one"},
+		{"no model", base, "", "exactly one"},
+		{"floor", strings.Replace(base, "fidelity_floor = 1", "fidelity_floor = 5", 1) + "[model]\nreference_work = 8\n", "", "fidelity_floor"},
+		{"no ceiling", strings.Replace(base, "joule_ceiling_uj = 1000", "", 1) + "[model]\nreference_work = 8\n", "", "joule_ceiling_uj"},
+		{"repeated length", strings.Replace(base, "[8]", "[8, 8]", 1) + "[model]\nreference_work = 8\n", "", "prompt_words"},
+		{"no repetitions", strings.Replace(base, "repetitions = 2", "repetitions = 0", 1) + "[model]\nreference_work = 8\n", "", "repetitions"},
+		{"idle too long", base + "[model]\nreference_work = 8\n[idle]\nbefore_seconds = 601\n", "", "idle"},
+		{"wrong type", base + "[model]\nreference_work = \"eight\"\n", "", "line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := ParseWorkload([]byte(tc.toml))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(w.Model.Resolved, tc.recipe) || w.Matrix.Concurrency != 1 || w.Trace.IntervalMs != 200 {
+				t.Fatalf("resolved %q (want %q), concurrency %d, trace %d", w.Model.Resolved, tc.recipe, w.Matrix.Concurrency, w.Trace.IntervalMs)
+			}
+		})
+	}
+	// The synthetic model was written where the daemon can serve it, and
+	// its recipe is the recipe of that file.
+	w, err := ParseWorkload([]byte(base + "[model]\ngguf = \"" + model + "\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseWorkload([]byte(base + synth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Model.Resolved != s.Model.Resolved || len(w.Model.Resolved) != len("gguf:")+64 {
+		t.Fatalf("the file's recipe %q, the synthetic model's %q", w.Model.Resolved, s.Model.Resolved)
+	}
+	// A different file at the path is refused rather than misnamed.
+	if err := os.WriteFile(model, []byte("not this model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseWorkload([]byte(base + synth)); err == nil || !strings.Contains(err.Error(), "not the model") {
+		t.Fatalf("a foreign file at model.synthetic.path: %v", err)
+	}
+}
+
+func TestShippedWorkloads(t *testing.T) {
+	if _, err := LoadWorkload("smoke.toml"); err != nil {
+		t.Fatal(err)
+	}
+	// standard.toml names the model file a board provides; all else in it
+	// must check out.
+	if _, err := LoadWorkload("standard.toml"); err != nil && !(errors.Is(err, os.ErrNotExist) && strings.Contains(err.Error(), "model.gguf")) {
+		t.Fatal(err)
+	}
+}
+
+func TestMilliAndQuantiles(t *testing.T) {
+	for _, tc := range []struct {
+		v    Milli
+		text string
+	}{{0, "0"}, {1, "0.001"}, {41500, "41.5"}, {-125, "-0.125"}, {12000, "12"}, {1234567, "1234.567"}} {
+		b, _ := json.Marshal(tc.v)
+		if string(b) != tc.text {
+			t.Errorf("%d marshals as %s, want %s", tc.v, b, tc.text)
+		}
+		var back Milli
+		if err := json.Unmarshal(b, &back); err != nil || back != tc.v {
+			t.Errorf("%s reads back as %d (%v)", b, back, err)
+		}
+		// The written form is RFC 8785's, so the report is canonical.
+		if c, err := canonicalJSON(tc.v); err != nil || string(c) != tc.text {
+			t.Errorf("canonical form of %s: %s %v", tc.text, c, err)
+		}
+	}
+	for _, bad := range []string{"1.2345", "1e3", "--1", ".5"} {
+		var m Milli
+		if json.Unmarshal([]byte(bad), &m) == nil {
+			t.Errorf("%s read as a figure", bad)
+		}
+	}
+	for _, tc := range []struct {
+		xs          []int64
+		q1, med, q3 int64
+	}{
+		{[]int64{5}, 5, 5, 5},
+		{[]int64{1, 2}, 1, 1, 1},       // 1.25, 1.5, 1.75 floored
+		{[]int64{1, 2, 3, 4}, 1, 2, 3}, // 1.75, 2.5, 3.25
+		{[]int64{10, 20, 30, 40, 50}, 20, 30, 40},
+		{[]int64{-3, -1}, -3, -2, -2}, // -2.5, -2, -1.5: floor toward −∞
+	} {
+		s := statsOf(tc.xs)
+		if int64(s.Q1) != tc.q1 || int64(s.Median) != tc.med || int64(s.Q3) != tc.q3 || s.IQR != s.Q3-s.Q1 {
+			t.Errorf("%v: q1 %d median %d q3 %d, want %d %d %d", tc.xs, s.Q1, s.Median, s.Q3, tc.q1, tc.med, tc.q3)
+		}
+	}
+	if b := medianBound([]int64{1, 2}, []int64{3, 4}); b.Low != 1 || b.High != 4 {
+		t.Errorf("median bound %+v, want [1, 4] (rounded outward from 1.5 and 3.5)", b)
+	}
+}
+
+// TestPerToken checks one receipt's figures against hand arithmetic.
+func TestPerToken(t *testing.T) {
+	u64 := func(v uint64) *uint64 { return &v }
+	r := &steward.Receipt{EnergyProvenance: "HwShunt", MeasuredUJ: u64(10_000), EstimatedUJ: 9000, TokensAccepted: 3,
+		ErrorUJ: u64(100), WindowNs: u64(500_000_000)}
+	idle, idleErr := uint64(2_000_000), uint64(10_000) // 2 W ± 10 mW
+	s, ok := perToken(r, &idle, &idleErr)
+	if !ok {
+		t.Fatal("no figures")
+	}
+	// gross 10000/3 = 3333.333…; bound (10000 ± 100)/3.
+	// net: idle over 0.5 s is 1 J = 1 000 000 µJ > the serve: negative.
+	for _, c := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"gross", s.gross, 3333333}, {"gross low", s.grossLo, 3300000}, {"gross high", s.grossHi, 3366667},
+		{"net", s.net, -330_000_000},
+		{"error per token", s.errPerTok, 33334},
+		// net bound: ±(100 + 0.01 W × 0.5 s = 5000 µJ) = ±5100 µJ.
+		{"net low", s.netLo, -331_700_000}, {"net high", s.netHi, -328_300_000},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestRunVerify(t *testing.T) {
+	s := startStack(t, fmt.Sprintf(benchBackends, ""))
+	// Another client serves while the run does: its receipts land in the
+	// segment between the run's and must be enclosed for the links.
+	other, err := client.New(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var interleaved atomic.Int32
+	p := &hookProgress{onServed: func(n int) {
+		if n%3 == 0 {
+			if _, err := other.Serve(context.Background(), client.ServeRequest{Prompt: "someone else", MaxTokens: 2}); err != nil {
+				t.Errorf("the other client: %v", err)
+			}
+			interleaved.Add(1)
+		}
+	}}
+	w := testWorkload(t, "")
+	path, rep := runToFile(t, s, w, false, p)
+	v, problems := verifyFile(t, path, nil)
+	if len(problems) > 0 {
+		t.Fatalf("the report does not verify:\n%s", joined(problems))
+	}
+	if len(v.Receipts) != len(rep.Body.Chain.Envelopes) || v.Checkpoint == nil || v.Attestation == nil || v.Attestation.Purpose != Format {
+		t.Fatalf("verified: %d receipts of %d, checkpoint %v, attestation %+v", len(v.Receipts), len(rep.Body.Chain.Envelopes), v.Checkpoint, v.Attestation)
+	}
+	b := &rep.Body
+	if !b.Status.Complete || len(b.Serves) != 1+4*3 {
+		t.Fatalf("complete %v, %d serves, want 13", b.Status.Complete, len(b.Serves))
+	}
+	if got, want := len(b.Chain.Envelopes), len(b.Serves)+int(interleaved.Load()); got != want || want == len(b.Serves) {
+		t.Fatalf("segment of %d envelopes, want the run's %d and the other client's %d", got, len(b.Serves), interleaved.Load())
+	}
+	// The summary is the receipts' own figures: the reference engine is
+	// deterministic, so every serve of a cell charges the same.
+	for _, c := range b.Summary.Cells {
+		var want *steward.Receipt
+		for _, sv := range b.Serves {
+			if !sv.Warmup && sv.PromptWords == c.PromptWords && sv.MaxTokens == c.MaxTokens {
+				want = s.logged(t, sv.Sequence).Receipt
+			}
+		}
+		e, _ := want.Energy()
+		if c.Serves != 3 || c.Counted != 3 || int64(c.Gross.Median) != int64(e.UJ())*1000/int64(want.TokensAccepted) ||
+			c.Gross.IQR != 0 || c.Provenance["Estimator"] != 3 || c.Backends["ref-bench"] != 3 || c.GrossMedianBound != nil {
+			t.Errorf("cell %d×%d: %+v; receipt charges %d µJ for %d tokens", c.PromptWords, c.MaxTokens, c, e.UJ(), want.TokensAccepted)
+		}
+		if c.TokensPerS == nil || c.TokensPerS.Median <= 0 {
+			t.Errorf("cell %d×%d: no tokens/s", c.PromptWords, c.MaxTokens)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(data, []byte("}\n")) || bytes.Count(data, []byte("\n")) != 1 {
+		t.Fatal("the report is not one canonical line")
+	}
+	// A pinned steward verifies; another key does not.
+	key, err := steward.ParsePublicKey(b.Steward)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, problems := verifyFile(t, path, key); len(problems) > 0 {
+		t.Fatalf("trusting the steward: %s", joined(problems))
+	}
+	other32, _ := steward.ParsePublicKey(strings.Repeat("ab", 32))
+	if _, problems := verifyFile(t, path, other32); len(problems) != 1 || problems[0].Place != "steward" {
+		t.Fatalf("trusting another key: %s", joined(problems))
+	}
+}
+
+// hookProgress calls onServed after each serve (synchronously, from the
+// serve's goroutine).
+type hookProgress struct {
+	quietProgress
+	onServed func(n int)
+}
+
+func (h *hookProgress) Served(n int, _ Serve, _ *steward.Receipt) { h.onServed(n) }
+
+// alter changes the byte skip bytes after the first occurrence of marker
+// after the first occurrence of within.
+func alter(t *testing.T, data []byte, within, marker string, skip int) []byte {
+	return alterNth(t, data, within, marker, 0, skip)
+}
+
+// alterNth is alter at marker's n-th occurrence (from 0) after within.
+func alterNth(t *testing.T, data []byte, within, marker string, n, skip int) []byte {
+	t.Helper()
+	start := bytes.Index(data, []byte(within))
+	if start < 0 {
+		t.Fatalf("no %q in the report", within)
+	}
+	at := start
+	for k := 0; k <= n; k++ {
+		i := bytes.Index(data[at:], []byte(marker))
+		if i < 0 {
+			t.Fatalf("no %d-th %q after %q in the report", n, marker, within)
+		}
+		at += i
+		if k < n {
+			at += len(marker)
+		}
+	}
+	at += len(marker) + skip
+	out := bytes.Clone(data)
+	switch c := out[at]; {
+	case c >= '0' && c <= '8', c >= 'a' && c <= 'y', c >= 'A' && c <= 'Y':
+		out[at] = c + 1
+	default:
+		out[at] = 'a'
+	}
+	return out
+}
+
+func TestVerifyNamesTheAlteredPlace(t *testing.T) {
+	s := startStack(t, fmt.Sprintf(benchBackends, ""))
+	path, rep := runToFile(t, s, testWorkload(t, ""), false, nil)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fourth envelope's sequence, for the message.
+	seq3 := rep.Body.Chain.First + 3
+	env3 := rep.Body.Chain.Envelopes[3]
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		place string // the first problem must begin with it
+	}{
+		{"an envelope", alter(t, data, env3, env3[:40], 0), fmt.Sprintf("chain.envelopes[3] (receipt sequence %d)", seq3)},
+		{"an envelope's signature", alter(t, data, env3, env3[:len(env3)-8], 0), fmt.Sprintf("chain.envelopes[3] (receipt sequence %d)", seq3)},
+		{"a summary figure", alter(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 0), "summary cell 4×8 (summary.cells[0]) gross_uj_per_token.max"},
+		{"a summary figure in the third cell", alterNth(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 2, 0), "summary cell 16×8 (summary.cells[2]) gross_uj_per_token.max"},
+		{"the board section", alter(t, data, `"board":{`, `"cpu_model":"`, 1), "board: the section was altered"},
+		{"the workload", alter(t, data, `"workload":{`, `"name":"`, 1), "workload: the section was altered"},
+		{"the trace note", alter(t, data, `"trace":{`, `"note":"`, 2), "trace: the section was altered"},
+		{"a serve's sequence", alter(t, data, `"serves":[`, `"sequence":`, 0), "serves[0] (serve 0, 4×8 warm-up 0)"},
+		{"the checkpoint", alter(t, data, `"checkpoint":"`, "", 30), "chain.checkpoint:"},
+		{"the signature", alter(t, data, `"attestation":"`, "", 100), "attestation: the signature does not verify"},
+		{"the JSON", alter(t, data, `"format":`, "", 0), "file: not a bench report at byte"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if bytes.Equal(tc.data, data) {
+				t.Fatal("nothing was altered")
+			}
+			_, problems := Verify(tc.data, nil)
+			if len(problems) == 0 {
+				t.Fatal("an altered report verifies")
+			}
+			if !strings.HasPrefix(problems[0].String(), tc.place) {
+				t.Fatalf("first problem %q, want it to name %q; all:\n%s", problems[0], tc.place, joined(problems))
+			}
+			// The signature covers every byte of the body too.
+			if tc.place != "file: not a bench report at byte" && !strings.HasPrefix(tc.place, "attestation") &&
+				!strings.Contains(joined(problems), "attestation:") {
+				t.Errorf("the attestation still verifies over an altered body:\n%s", joined(problems))
+			}
+		})
+	}
+}
+
+func TestCompare(t *testing.T) {
+	// An unmetered board (Estimator) and a metered one.
+	est := startStack(t, fmt.Sprintf(benchBackends, ""))
+	met := startBenchStack(t, meteredBench(t))
+	w := testWorkload(t, "[idle]\nbefore_seconds = 0.2\nafter_seconds = 0.2\n")
+	a, _ := runToFile(t, est, w, false, nil)
+	b, rb := runToFile(t, met, w, false, nil)
+	a2, _ := runToFile(t, est, w, false, nil)
+	prov := ProvenanceText(rb.Body.Summary.Cells[0].Provenance)
+	if prov != "ModelBased" {
+		t.Fatalf("the simulated INA228's receipts are %s, want ModelBased", prov)
+	}
+	var entries []Entry
+	for i, path := range []string{a, b, a2} {
+		v, problems := verifyFile(t, path, nil)
+		if len(problems) > 0 {
+			t.Fatalf("%s: %s", path, joined(problems))
+		}
+		entries = append(entries, v.Entries(fmt.Sprintf("report-%d", i+1))...)
+	}
+	var out strings.Builder
+	cells := Compare(entries)
+	for _, c := range cells {
+		for _, v := range c.Verdicts() {
+			fmt.Fprintf(&out, "%s: %s vs %s: %s\n", c.Key, v.A.Name, v.B.Name, v.Text)
+		}
+	}
+	// The metered board's figure is never ranked against the estimate.
+	if !strings.Contains(out.String(), "4×8: report-1 vs report-2: not ranked: report-1 is Estimator, report-2 is ModelBased") ||
+		!strings.Contains(out.String(), "an Estimator figure is the backend's configured µJ/token, not a measurement") {
+		t.Fatalf("compare ranked an Estimator figure against a metered one:\n%s", out.String())
+	}
+	// Two Estimator boards: still not ranked, and said why.
+	if !strings.Contains(out.String(), "not ranked: both are Estimator figures") {
+		t.Fatalf("two estimates were ranked:\n%s", out.String())
+	}
+	// Every cell, in order, each with the three reports.
+	var keys []string
+	for _, c := range cells {
+		keys = append(keys, c.Key.String())
+		if len(c.Entries) != 3 || c.Entries[0].Name != "report-1" || c.Entries[2].Name != "report-3" {
+			t.Errorf("cell %s: %d entries", c.Key, len(c.Entries))
+		}
+	}
+	if got := strings.Join(keys, " "); got != "4×8 4×24 16×8 16×24" {
+		t.Errorf("cells %s, want 4×8 4×24 16×8 16×24", got)
+	}
+}
+
+func TestVerdicts(t *testing.T) {
+	entry := func(name, recipe, prov string, med, lo, hi int64, bounded bool) *Entry {
+		c := CellSummary{Gross: &Stats{Median: Milli(med)}, Provenance: map[string]int{prov: 3}}
+		if bounded {
+			c.GrossMedianBound = &Interval{Low: Milli(lo), High: Milli(hi)}
+		}
+		return &Entry{Name: name, Recipe: recipe, Cell: c}
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *Entry
+		want string
+	}{
+		{"estimator vs hardware", entry("a", "r", "Estimator", 40e3, 0, 0, false), entry("b", "r", "HwShunt", 50e3, 49e3, 51e3, true),
+			"not ranked: a is Estimator, b is HwShunt: an Estimator figure is the backend's configured µJ/token, not a measurement"},
+		{"model vs hardware", entry("a", "r", "ModelBased", 40e3, 30e3, 50e3, true), entry("b", "r", "HwShunt", 50e3, 49e3, 51e3, true),
+			"not ranked: a is ModelBased, b is HwShunt: figures of different provenance"},
+		{"different models", entry("a", "r1", "HwShunt", 40e3, 39e3, 41e3, true), entry("b", "r2", "HwShunt", 50e3, 49e3, 51e3, true),
+			"not ranked: different models"},
+		{"overlap", entry("a", "r", "HwShunt", 40e3, 38e3, 45e3, true), entry("b", "r", "HwShunt", 44e3, 43e3, 46e3, true),
+			"no significant difference: 40 µJ/token in [38, 45] vs 44 in [43, 46]"},
+		{"touching", entry("a", "r", "HwShunt", 40e3, 38e3, 43e3, true), entry("b", "r", "HwShunt", 44e3, 43e3, 46e3, true),
+			"no significant difference"},
+		{"disjoint", entry("a", "r", "HwShunt", 40e3, 39e3, 41e3, true), entry("b", "r", "HwShunt", 50e3, 49e3, 51e3, true),
+			"a uses less: 40 vs 50 µJ/token (20.0% less; bounds [39, 41] and [49, 51] are disjoint)"},
+		{"unbounded", entry("a", "r", "ModelBased", 40e3, 0, 0, false), entry("b", "r", "ModelBased", 50e3, 49e3, 51e3, true),
+			"not ranked: a figure carries no error bound"},
+		{"mixed", &Entry{Name: "a", Recipe: "r", Cell: CellSummary{Gross: &Stats{}, Provenance: map[string]int{"HwShunt": 2, "ModelBased": 1}}},
+			&Entry{Name: "b", Recipe: "r", Cell: CellSummary{Gross: &Stats{}, Provenance: map[string]int{"HwShunt": 2, "ModelBased": 1}}},
+			"not ranked: each mixes provenances"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := verdict(tc.a, tc.b); !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("verdict %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// colourPixels counts the pixels of the PNG at path that are exactly col,
+// leaving out the right eighth of the image, where the legend draws each
+// series' glyph: what is counted is data drawn in the plot.
+func colourPixels(t *testing.T, path string, col color.RGBA) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Min.X+b.Dx()*7/8; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if uint8(r>>8) == col.R && uint8(g>>8) == col.G && uint8(bl>>8) == col.B {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func TestPlotsAndCSV(t *testing.T) {
+	w := testWorkload(t, "[idle]\nbefore_seconds = 0.2\nafter_seconds = 0.2\n[trace]\ninterval_ms = 50\n")
+	// The unmetered board's figures differ from cell to cell (the
+	// configured µJ/token over different token counts): every series is
+	// visible. The metered board has the power trace.
+	est, _ := runToFile(t, startStack(t, fmt.Sprintf(benchBackends, "")), w, true, nil)
+	met, rep := runToFile(t, startBenchStack(t, meteredBench(t)), w, true, nil)
+	if len(rep.Body.Trace.Samples) < 2 || !strings.HasPrefix(rep.Body.Trace.Note, "display data, not evidence") {
+		t.Fatalf("trace: %d samples, note %q", len(rep.Body.Trace.Samples), rep.Body.Trace.Note)
+	}
+	// The simulated rail draws a steady 6 W, serving or not: nearly all
+	// of each charge is idle power, which the net figure subtracts.
+	c := rep.Body.Summary.Cells[0]
+	if rep.Body.Summary.IdleUW == nil || c.Net == nil || c.Gross == nil || c.GrossMedianBound == nil ||
+		abs(int64(c.Net.Median))*10 > int64(c.Gross.Median) || c.Provenance["Estimator"] != 0 {
+		t.Fatalf("idle %v, cell %+v: want a bounded metered figure whose net is under a tenth of the gross", rep.Body.Summary.IdleUW, c)
+	}
+	estDir, metDir := t.TempDir(), t.TempDir()
+	plotOf := func(path, dir string) (files, notes []string) {
+		v, problems := verifyFile(t, path, nil)
+		if len(problems) > 0 {
+			t.Fatal(joined(problems))
+		}
+		files, notes, err := Plot(dir, []string{"report"}, []*Verified{v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files, notes
+	}
+	files, notes := plotOf(est, estDir)
+	if len(notes) != 1 || !strings.Contains(notes[0], "no power trace to draw") {
+		t.Errorf("an unmetered report's missing trace is not said: %q", notes)
+	}
+	files2, _ := plotOf(met, metDir)
+	out := strings.Join(append(files, files2...), "\n")
+	for _, tc := range []struct {
+		file string
+		col  color.RGBA
+		min  int
+	}{
+		// Four cells: each series drawn in its colour.
+		{filepath.Join(estDir, "uj_per_token_by_board.png"), seriesColors[0], 40},
+		{filepath.Join(estDir, "uj_per_token_by_board.png"), seriesColors[3], 40},
+		{filepath.Join(estDir, "uj_per_token_by_output.png"), seriesColors[0], 300},
+		{filepath.Join(estDir, "uj_per_token_by_output.png"), seriesColors[1], 300},
+		// The power line and the shaded window.
+		{filepath.Join(metDir, "power_trace_report.png"), seriesColors[0], 300},
+		{filepath.Join(metDir, "power_trace_report.png"), windowShade, 1000},
+		{filepath.Join(metDir, "power_trace_report.png"), idleColour, 100},
+	} {
+		if !strings.Contains(out, tc.file) {
+			t.Fatalf("plot did not list %s:\n%s", tc.file, out)
+		}
+		if n := colourPixels(t, tc.file, tc.col); n < tc.min {
+			t.Errorf("%s: %d pixels of the series colour %v, want at least %d: the data is not drawn", tc.file, n, tc.col, tc.min)
+		}
+		svg, err := os.ReadFile(strings.TrimSuffix(tc.file, ".png") + ".svg")
+		if err != nil || !bytes.Contains(svg, []byte("<svg")) || len(svg) < 2000 {
+			t.Errorf("%s: the SVG is missing or empty (%v)", tc.file, err)
+		}
+	}
+	// An axis-only picture has none of the series colours.
+	if n := colourPixels(t, filepath.Join(estDir, "uj_per_token_by_board.png"), seriesColors[5]); n != 0 {
+		t.Errorf("%d pixels of an unused series colour", n)
+	}
+
+	csvDir := t.TempDir()
+	v, _ := verifyFile(t, met, nil)
+	if files, err := CSV(csvDir, v); err != nil || len(files) != 2 {
+		t.Fatalf("csv: %v %q", err, files)
+	}
+	sum, _ := os.ReadFile(filepath.Join(csvDir, "summary.csv"))
+	rec, _ := os.ReadFile(filepath.Join(csvDir, "receipts.csv"))
+	if got := strings.Count(string(sum), "\n"); got != 1+4 {
+		t.Errorf("summary.csv has %d lines, want a header and 4 cells:\n%s", got, sum)
+	}
+	if !strings.Contains(string(sum), c.Gross.Median.String()) {
+		t.Errorf("summary.csv lacks the first cell's median %s:\n%s", c.Gross.Median, sum)
+	}
+	if got := strings.Count(string(rec), "\n"); got != 1+len(rep.Body.Chain.Envelopes) {
+		t.Errorf("receipts.csv has %d lines, want a header and %d receipts", got, len(rep.Body.Chain.Envelopes))
+	}
+	if !strings.Contains(string(rec), rep.Body.Chain.Envelopes[0]) {
+		t.Error("receipts.csv does not carry the envelopes")
+	}
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func TestRunRefusals(t *testing.T) {
+	s := startStack(t, fmt.Sprintf(benchBackends, ""))
+	c, _ := client.New(s.addr)
+	for _, tc := range []struct {
+		name, extra, model, want string
+		floor                    int
+	}{
+		{"unknown recipe", "", "reference_work = 65", "no backend of this meshd serves recipe reference/v1:work=65", 2},
+		{"wrong backend", "", "reference_work = 64\nbackend = \"ref-cheap\"", "model.backend \"ref-cheap\" does not serve", 2},
+		// Floor 1 lets the router pick the cheaper backend: the first
+		// receipt names another recipe and the run stops, saying so.
+		{"router picks another", "", "reference_work = 64", "the router chose another backend", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := ParseWorkload([]byte(fmt.Sprintf("name = \"r\"\n[model]\n%s\n[request]\nfidelity_floor = %d\njoule_ceiling_uj = 10000000\n[matrix]\nprompt_words = [4]\noutput_tokens = [4]\nrepetitions = 2\n", tc.model, tc.floor)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(context.Background(), c, w, Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if rep != nil {
+				// A stopped run still reports, incomplete, and verifies.
+				data, err := Encode(rep)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, problems := Verify(data, nil); len(problems) > 0 || rep.Body.Status.Complete {
+					t.Fatalf("the stopped run's report: complete %v, problems %v", rep.Body.Status.Complete, problems)
+				}
+			}
+		})
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	s := startStack(t, fmt.Sprintf(benchBackends, ""))
+	w := testWorkload(t, "")
+	w.Matrix.Concurrency = 3
+	path, rep := runToFile(t, s, w, false, nil)
+	data, _ := os.ReadFile(path)
+	if _, problems := Verify(data, nil); len(problems) > 0 {
+		t.Fatalf("a concurrent run's report: %s", joined(problems))
+	}
+	// Every planned serve is there once, in plan order, whatever order
+	// they finished in.
+	for i, sv := range rep.Body.Serves {
+		if sv.Index != i {
+			t.Fatalf("serves[%d] is serve %d", i, sv.Index)
+		}
+	}
+	if len(rep.Body.Serves) != 13 || !rep.Body.Status.Complete {
+		t.Fatalf("%d serves, complete %v", len(rep.Body.Serves), rep.Body.Status.Complete)
+	}
+}
+
+func TestPathAt(t *testing.T) {
+	doc := []byte(`{"body":{"chain":{"envelopes":["aa","bb","cc"]},"n":12},"x":[{"y":1},{"z":"w"}]}`)
+	for _, tc := range []struct {
+		at   string // the byte's context, found in doc
+		skip int
+		want string
+	}{
+		{`"bb"`, 1, "body.chain.envelopes[1]"},
+		{`"cc"`, 2, "body.chain.envelopes[2]"},
+		{`12`, 1, "body.n"},
+		{`"w"`, 1, "x[1].z"},
+		{`"y"`, 1, "x[0].y"},
+	} {
+		off := bytes.Index(doc, []byte(tc.at)) + tc.skip
+		if got := pathAt(doc, int64(off)); got != tc.want {
+			t.Errorf("byte %d (%s): %q, want %q", off, tc.at, got, tc.want)
+		}
+	}
+}

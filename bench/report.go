@@ -1,0 +1,420 @@
+package bench
+
+// The benchmark report (PROFILE.md §20): its layout and its canonical
+// form. The summary's figures are computed in summary.go.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"meshd/agent/api/client"
+	"meshd/rag"
+	"meshd/steward"
+)
+
+// Format names the report layout, and is the attestation's purpose.
+const Format = "meshd-bench-report/v1"
+
+// traceNote says in the report itself what the trace is not.
+const traceNote = "display data, not evidence: live power readings sampled for plots; nothing in the summary is computed from them"
+
+// Report is the file: the body and the steward's attestation over
+// the SHA-256 of the body's canonical JSON.
+type Report struct {
+	Body Body `json:"body"`
+	// Attestation is the COSE_Sign1 envelope of an api.Attestation, in
+	// standard base64; empty when the daemon could not be asked for one.
+	Attestation string `json:"attestation"`
+}
+
+// Body is everything the attestation covers.
+type Body struct {
+	Format string `json:"format"`
+	// Steward is the key (64 hex) every envelope, the checkpoint and the
+	// attestation are signed with.
+	Steward  string   `json:"steward"`
+	Status   Status   `json:"status"`
+	Workload Workload `json:"workload"`
+	// Board is GET /v1/node as the daemon answered: the board, the meshd
+	// version, the meter inventory and the backends.
+	Board json.RawMessage `json:"board"`
+	Idle  IdleSection     `json:"idle"`
+	// Serves maps each serve the harness made to its receipt.
+	Serves  []Serve      `json:"serves"`
+	Chain   Chain        `json:"chain"`
+	Summary Summary      `json:"summary"`
+	Trace   TraceSection `json:"trace"`
+	// Digests are the SHA-256 (hex) of each other section's canonical
+	// JSON, so a verifier can name the section an altered byte is in.
+	Digests map[string]string `json:"digests"`
+}
+
+// Status says whether the run finished and when it ran.
+type Status struct {
+	Complete bool `json:"complete"`
+	// Incomplete says why not: interrupted, a serve failed, ...
+	Incomplete    string `json:"incomplete,omitempty"`
+	StartedUnixMs int64  `json:"started_unix_ms"`
+	EndedUnixMs   int64  `json:"ended_unix_ms"`
+	// Harness is the meshctl that ran it.
+	Harness string `json:"harness"`
+}
+
+// IdleSection is the idle baseline: windows with no serve on the
+// backend's span, before the measured serves and after them.
+type IdleSection struct {
+	Backend string           `json:"backend,omitempty"`
+	Before  *IdleMeasurement `json:"before,omitempty"`
+	After   *IdleMeasurement `json:"after,omitempty"`
+}
+
+// IdleMeasurement is one idle window as asked and as answered; Error says
+// why there is no reading (an unmetered backend, a meter that measured
+// nothing, an interrupted run).
+type IdleMeasurement struct {
+	Seconds float64             `json:"seconds"`
+	Reading *client.IdleReading `json:"reading,omitempty"`
+	Error   string              `json:"error,omitempty"`
+}
+
+// Serve is one serve of the run: its coordinates in the matrix and
+// the sequence of the receipt sealed for it.
+type Serve struct {
+	Index       int    `json:"index"`
+	Warmup      bool   `json:"warmup"`
+	PromptWords int    `json:"prompt_words"`
+	MaxTokens   int    `json:"max_tokens"`
+	Rep         int    `json:"rep"`
+	Sequence    uint64 `json:"sequence"`
+}
+
+// Chain is the chain segment from the run's first receipt to the
+// checkpoint's head, every envelope of it (other clients' included), and
+// the checkpoint sealed after the run.
+type Chain struct {
+	First      uint64   `json:"first"`
+	Envelopes  []string `json:"envelopes"`
+	Checkpoint string   `json:"checkpoint,omitempty"`
+}
+
+// TraceSection is the power trace (display data, not evidence).
+type TraceSection struct {
+	Note       string              `json:"note"`
+	IntervalMs int                 `json:"interval_ms"`
+	Samples    []client.PowerEvent `json:"samples"`
+}
+
+// ---- figures ----
+
+// Milli is a figure in thousandths, written as a decimal with at most
+// three fractional digits ("41.5", "-0.125", "12"): the form RFC 8785
+// gives the same number, so the report's canonical form is how it is
+// written. Every figure is computed in integers, so it is the same on
+// every machine.
+type Milli int64
+
+// MarshalJSON writes m as a decimal without trailing zeros.
+func (m Milli) MarshalJSON() ([]byte, error) { return []byte(m.String()), nil }
+
+// String is m as the report writes it.
+func (m Milli) String() string {
+	v := int64(m)
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	s := sign + strconv.FormatInt(v/1000, 10)
+	if f := v % 1000; f != 0 {
+		s += strings.TrimRight(fmt.Sprintf(".%03d", f), "0")
+	}
+	return s
+}
+
+// UnmarshalJSON reads a decimal of at most three fractional digits.
+func (m *Milli) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	ip, fp, _ := strings.Cut(s, ".")
+	if ip == "" || len(fp) > 3 || strings.ContainsAny(ip+fp, "eE+-") {
+		return fmt.Errorf("figure %s: want a decimal with at most 3 fractional digits", b)
+	}
+	i, err := strconv.ParseInt(ip, 10, 64)
+	if err != nil {
+		return fmt.Errorf("figure %s: %w", b, err)
+	}
+	f := int64(0)
+	if fp != "" {
+		if f, err = strconv.ParseInt((fp + "00")[:3], 10, 64); err != nil {
+			return fmt.Errorf("figure %s: %w", b, err)
+		}
+	}
+	v := i*1000 + f
+	if neg {
+		v = -v
+	}
+	*m = Milli(v)
+	return nil
+}
+
+// Stats are the order statistics of one figure over a cell's serves.
+type Stats struct {
+	Median Milli `json:"median"`
+	Q1     Milli `json:"q1"`
+	Q3     Milli `json:"q3"`
+	IQR    Milli `json:"iqr"`
+	Min    Milli `json:"min"`
+	Max    Milli `json:"max"`
+}
+
+// Interval bounds a median: the true median lies within [Low, High].
+type Interval struct {
+	Low  Milli `json:"low"`
+	High Milli `json:"high"`
+}
+
+// Summary is every figure the report states, all computed by Summarise.
+type Summary struct {
+	// IdleUW is the idle baseline subtracted for the net figures: the
+	// mean of the before and after idle powers that were measured.
+	IdleUW *uint64 `json:"idle_uw,omitempty"`
+	// IdleErrorUW bounds IdleUW (the larger of the measurements' bounds
+	// as power).
+	IdleErrorUW *uint64       `json:"idle_error_uw,omitempty"`
+	Cells       []CellSummary `json:"cells"`
+}
+
+// CellSummary is one (prompt length, output length) of the matrix. A
+// fleet report's cells (fleet.go) embed it with the two left zero,
+// and so left out: a bench cell's are always at least 1.
+type CellSummary struct {
+	PromptWords int `json:"prompt_words,omitempty"`
+	MaxTokens   int `json:"max_tokens,omitempty"`
+	// Serves counts the cell's measured serves; Counted those with an
+	// accepted token (a µJ/token needs one).
+	Serves  int `json:"serves"`
+	Counted int `json:"counted"`
+	// TokensIn and TokensOut are medians over the serves.
+	TokensIn  Milli `json:"tokens_in"`
+	TokensOut Milli `json:"tokens_out"`
+	// Gross is the charged µJ per accepted token; GrossMedianBound bounds
+	// its median from each receipt's x_error_uj (absent when a receipt
+	// carries none: an Estimator figure is not bounded).
+	Gross            *Stats    `json:"gross_uj_per_token,omitempty"`
+	GrossMedianBound *Interval `json:"gross_median_bound,omitempty"`
+	// Net is Gross less the idle baseline over each receipt's gross
+	// window; absent without an idle baseline.
+	Net            *Stats    `json:"net_uj_per_token,omitempty"`
+	NetMedianBound *Interval `json:"net_median_bound,omitempty"`
+	// ErrorPerToken is each receipt's x_error_uj / tokens_accepted.
+	ErrorPerToken *Stats `json:"error_uj_per_token,omitempty"`
+	// TokensPerS is tokens_out / x_serve_ns.
+	TokensPerS *Stats `json:"tokens_per_s,omitempty"`
+	// Provenance counts the serves by energy_provenance.
+	Provenance map[string]int `json:"provenance"`
+	// Backends counts the serves by the backend that served them.
+	Backends map[string]int `json:"backends"`
+}
+
+// sample is one serve's per-token figures, in thousandths.
+
+// ---- canonical form ----
+
+// canonicalJSON is v's RFC 8785 (JCS) form.
+func canonicalJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return rag.Canonical(b)
+}
+
+// digestSections are the body's sections a digest is kept for, by their
+// JSON names.
+var digestSections = []string{"format", "steward", "status", "workload", "board", "idle", "serves", "chain", "summary", "trace"}
+
+// sectionDigests computes the digest of every section of body.
+func sectionDigests(body *Body) (map[string]string, error) {
+	return digestsOf(body, digestSections)
+}
+
+// digestsOf computes the SHA-256 of the canonical JSON of each named
+// member of body (a bench or a fleet report's body).
+func digestsOf(body any, sections []string) (map[string]string, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	var parts map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, k := range sections {
+		c, err := rag.Canonical(parts[k])
+		if err != nil {
+			return nil, fmt.Errorf("section %s: %w", k, err)
+		}
+		sum := sha256.Sum256(c)
+		out[k] = hex.EncodeToString(sum[:])
+	}
+	return out, nil
+}
+
+// bodyDigest is what the attestation signs: SHA-256 of the body's
+// canonical JSON.
+func bodyDigest(body *Body) ([32]byte, error) {
+	c, err := canonicalJSON(body)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(c), nil
+}
+
+// Encode is the report file: its canonical JSON and a newline.
+func Encode(r *Report) ([]byte, error) {
+	c, err := canonicalJSON(r)
+	if err != nil {
+		return nil, err
+	}
+	return append(c, '\n'), nil
+}
+
+// Decode reads a report strictly: unknown fields and trailing data
+// are errors, and a syntax error names its byte and the field it is in.
+func Decode(data []byte) (*Report, error) {
+	var r Report
+	if err := decodeStrict(data, &r, "a bench report"); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// decodeStrict decodes data into v (what names it in errors) as
+// Decode does: unknown fields and trailing data are errors.
+func decodeStrict(data []byte, v any, what string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		off := dec.InputOffset()
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			off = se.Offset
+		case errors.As(err, &te):
+			off = te.Offset
+		}
+		return fmt.Errorf("not %s at byte %d (%s): %w", what, off, pathAt(data, off), err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("data after the report at byte %d", dec.InputOffset())
+	}
+	return nil
+}
+
+// pathAt names the JSON member that byte off of data lies in, such as
+// body.chain.envelopes[3]: where an altered byte is, for a person.
+func pathAt(data []byte, off int64) string {
+	type frame struct {
+		array   bool
+		wantKey bool
+		key     string
+		index   int
+	}
+	var stack []*frame
+	top := func() *frame {
+		if len(stack) == 0 {
+			return nil
+		}
+		return stack[len(stack)-1]
+	}
+	name := func() string {
+		var b strings.Builder
+		for _, f := range stack {
+			switch {
+			case f.array && f.index >= 0:
+				fmt.Fprintf(&b, "[%d]", f.index)
+			case !f.array && f.key != "":
+				b.WriteString("." + f.key)
+			}
+		}
+		if b.Len() == 0 {
+			return "the top level"
+		}
+		return strings.TrimPrefix(b.String(), ".")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return name()
+		}
+		d, delim := tok.(json.Delim)
+		switch f := top(); {
+		case delim && (d == '}' || d == ']'):
+			stack = stack[:len(stack)-1]
+			if p := top(); p != nil && !p.array {
+				p.wantKey = true
+			}
+		case f != nil && !f.array && f.wantKey:
+			f.key, f.wantKey = fmt.Sprint(tok), false
+		default:
+			if f != nil && f.array {
+				f.index++
+			}
+			if delim {
+				stack = append(stack, &frame{array: d == '[', wantKey: d == '{', index: -1})
+			} else if f != nil && !f.array {
+				f.wantKey = true
+			}
+		}
+		if dec.InputOffset() >= off {
+			return name()
+		}
+	}
+}
+
+// ---- reading the evidence ----
+
+// openSegment opens the chain section's envelopes under key: each must
+// verify, sit at its place and follow the one before. It returns the
+// receipts by sequence, or the first problem with its place named.
+func openSegment(ch Chain, key []byte) (map[uint64]*steward.Opened, []*steward.Opened, error) {
+	bySeq := make(map[uint64]*steward.Opened, len(ch.Envelopes))
+	var list []*steward.Opened
+	var prev *steward.Opened
+	for i, s := range ch.Envelopes {
+		seq := ch.First + uint64(i)
+		where := fmt.Sprintf("chain.envelopes[%d] (receipt sequence %d)", i, seq)
+		env, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil {
+			return nil, nil, at(where, "not base64: %w", err)
+		}
+		o, err := steward.OpenEnvelope(env, key)
+		if err != nil {
+			return nil, nil, &placed{place: where, err: err}
+		}
+		if o.Receipt.Sequence != seq {
+			return nil, nil, at(where, "the envelope is sequence %d", o.Receipt.Sequence)
+		}
+		if prev != nil {
+			if err := steward.CheckLink(prev, o); err != nil {
+				return nil, nil, at(where, "does not follow sequence %d: %w", prev.Receipt.Sequence, err)
+			}
+		}
+		bySeq[seq] = o
+		list = append(list, o)
+		prev = o
+	}
+	return bySeq, list, nil
+}
