@@ -441,6 +441,7 @@ func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Read
 	}
 	m.WindowNs = uint64(max(end.Sub(start), 0))
 	m.ServeNs = min(m.ServeNs, m.WindowNs)
+	m.StatUJ = combineStat(reps, shared)
 	if shared > 1 {
 		out.Provenance = wire.ModelBased
 	}
@@ -456,6 +457,25 @@ func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Read
 	}
 	out.Metering = m
 	return out
+}
+
+// combineStat is a span's statistical uncertainty: the root sum of squares
+// of its members' (independent samplers), present only when every member
+// states one and the figure is not apportioned, since it is never
+// completed from a bound.
+func combineStat(reps []Report, shared int) *uint64 {
+	if shared > 1 || len(reps) == 0 {
+		return nil
+	}
+	var sq float64
+	for _, rep := range reps {
+		if rep.Reading.Metering.StatUJ == nil {
+			return nil
+		}
+		sq += rep.StatUJ * rep.StatUJ
+	}
+	v := uint64(math.Ceil(math.Sqrt(sq)))
+	return &v
 }
 
 func reflectNil(m Member) bool {

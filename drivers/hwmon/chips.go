@@ -274,6 +274,9 @@ func accuracy(c chip, r int64, maxPower physic.Power) drivers.Accuracy {
 			most := physic.ElectricCurrent(math.Ceil(float64(ia)*(1+gain))) + inTerm
 			return power(v, inTerm) + l.power + power(busErr, most)
 		},
+		Step: func(v physic.ElectricPotential) physic.Power {
+			return power(v, l.current+l.currentRound) + l.power + power(c.busLSB, ifs)
+		},
 		FullScale: fullScale,
 		Quantum:   l.energy,
 	}

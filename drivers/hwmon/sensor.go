@@ -27,10 +27,11 @@ var ErrCounterReset = errors.New("energy counter reset")
 // the whole family.
 const ClockTolerance = 0.1
 
-// avgPaceNum/avgPaceDen is the read interval, as a fraction of the chip's
-// averaging window, of a rail read under the averaged-reading model: 8/10
-// leaves the 10 % clock tolerance and as much again for scheduling and the
-// attribute reads before an interval could hold two completed windows.
+// avgPaceNum/avgPaceDen is the read interval, as a fraction of the
+// shortest averaging window the chip's clock allows, of a rail read under
+// the averaged-reading model: 8/10 leaves a fifth of a window for
+// scheduling and the attribute reads before an interval could hold two
+// completed windows.
 const avgPaceNum, avgPaceDen = 8, 10
 
 // minAvgPace is the shortest read interval chosen by default.
@@ -134,9 +135,17 @@ func Open(rail Rail, opts Options) (*Sensor, error) {
 	// Below minAvgPace (an INA219's 1 ms) sysfs reads would cost a core;
 	// such a rail keeps the default interval and its unread windows are
 	// charged at full scale.
+	// update_interval is rounded to the millisecond (ina3221.c:
+	// DIV_ROUND_CLOSEST of 6.6 ms is 7), so half a millisecond widens the
+	// clock's tolerance.
+	tol := ClockTolerance
+	if update > 0 {
+		tol += float64(500*time.Microsecond) / float64(update)
+	}
+	shortest := time.Duration(float64(s.conv) * (1 - tol))
 	avgPace := time.Duration(0)
-	if !rail.HasEnergy() && s.conv*avgPaceNum/avgPaceDen >= minAvgPace {
-		avgPace = s.conv * avgPaceNum / avgPaceDen
+	if !rail.HasEnergy() && shortest*avgPaceNum/avgPaceDen >= minAvgPace {
+		avgPace = shortest * avgPaceNum / avgPaceDen
 	}
 	pace := opts.Interval
 	if pace <= 0 {
@@ -180,7 +189,7 @@ func Open(rail Rail, opts Options) (*Sensor, error) {
 		s.info.MaxPeriod = pace + s.conv
 	} else {
 		s.info.Accuracy.Quantum = 0
-		s.info.Averaging = drivers.Averaging{Window: s.conv, Tolerance: ClockTolerance}
+		s.info.Averaging = drivers.Averaging{Window: s.conv, Tolerance: tol}
 	}
 	s.pacer = drivers.NewPacer(s.clock, pace)
 
