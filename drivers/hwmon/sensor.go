@@ -138,11 +138,11 @@ func Open(rail Rail, opts Options) (*Sensor, error) {
 	// update_interval is rounded to the millisecond (ina3221.c:
 	// DIV_ROUND_CLOSEST of 6.6 ms is 7), so half a millisecond widens the
 	// clock's tolerance.
-	tol := ClockTolerance
+	tol, shortest := ClockTolerance, s.conv-s.conv/10
 	if update > 0 {
 		tol += float64(500*time.Microsecond) / float64(update)
+		shortest -= 500 * time.Microsecond
 	}
-	shortest := time.Duration(float64(s.conv) * (1 - tol))
 	avgPace := time.Duration(0)
 	if !rail.HasEnergy() && shortest*avgPaceNum/avgPaceDen >= minAvgPace {
 		avgPace = shortest * avgPaceNum / avgPaceDen
