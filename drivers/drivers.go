@@ -14,6 +14,7 @@ package drivers
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"periph.io/x/conn/v3/physic"
@@ -94,6 +95,36 @@ type Sample struct {
 	// the value lies beyond the configured full scale: such a reading is
 	// not a valid measurement.
 	Overflow bool
+	// Latch, for a sensor whose Info.Averaging is set, bounds how long
+	// before End the value was latched from the chip: the time the
+	// attribute reads took (plus any cache the kernel driver keeps). The
+	// value is the chip's latest completed average at that moment.
+	Latch time.Duration
+}
+
+// Averaging describes a point sensor whose every value is the chip's
+// hardware average over its latest completed conversion window (hwmon
+// power*_input, curr*_input and in*_input on the INA2xx and INA3221
+// families): the chip converts continuously, window after window, and a
+// read returns the newest finished one. The sampler integrates such
+// readings with the averaged-reading model (PROFILE.md §13) instead of
+// treating each as an instant.
+type Averaging struct {
+	// Window is the chip's nominal averaging window: update_interval, or
+	// averages × channels × (bus + shunt conversion time). Zero means the
+	// sensor does not average in this sense.
+	Window time.Duration
+	// Tolerance is the relative tolerance of the chip's internal clock on
+	// Window (0.1 for ±10 %).
+	Tolerance float64
+}
+
+// Enabled reports whether the averaged-reading model applies.
+func (a Averaging) Enabled() bool { return a.Window > 0 }
+
+// Bounds are the shortest and longest window the chip's clock allows.
+func (a Averaging) Bounds() (lo, hi time.Duration) {
+	return time.Duration(float64(a.Window) * (1 - a.Tolerance)), time.Duration(math.Ceil(float64(a.Window) * (1 + a.Tolerance)))
 }
 
 // Accuracy is the datasheet error budget of a configured sensor, used by
@@ -118,6 +149,18 @@ type Accuracy struct {
 	// Quantum is the energy one reading may lose to the counter's
 	// resolution (counters only; 0 otherwise).
 	Quantum physic.Energy
+	// OffsetAt, when set, is Offset evaluated with the reading's current
+	// as well: bus-voltage errors times the current that flowed rather
+	// than full-scale current. Nil means Offset. The averaged-reading
+	// model uses it; it must never be smaller than the true worst case
+	// for a reading of that bus voltage and current.
+	OffsetAt func(bus physic.ElectricPotential, current physic.ElectricCurrent) physic.Power
+	// Step, when set, is the part of a reading's error that differs from
+	// one reading to the next at a bus voltage (the quantisation steps):
+	// the rest, gain and offsets, is the same chip's for both. The
+	// averaged-reading model widens the difference of two readings by
+	// twice it (over 1 − GainErr) rather than by both whole errors.
+	Step func(bus physic.ElectricPotential) physic.Power
 	// DeclaredPPM is the accuracy the sensor declares for a hardware
 	// claim, in parts per million of the window's energy: a window whose
 	// bound exceeds it is not HwShunt. Zero means 10 % (the profile's
@@ -134,6 +177,9 @@ type Info struct {
 	// longest gap a chain of contiguous readings may show.
 	Period, MaxPeriod time.Duration
 	Accuracy          Accuracy
+	// Averaging is set for point sensors whose values are hardware
+	// averages over the chip's conversion window (see Averaging).
+	Averaging Averaging
 	// BusAssumed is set when the sensor does not measure the bus voltage
 	// behind each reading but takes it on the operator's word (an INA in
 	// shunt-only mode between its bus brackets): the power is the measured

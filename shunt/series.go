@@ -46,6 +46,7 @@ type Series struct {
 
 	mu      sync.RWMutex
 	ring    *ring
+	avg     *avgStore // the averaged-reading model's readings; nil unless Info.Averaging
 	lastErr error
 	stalls  uint64
 	lastAt  time.Time // when the newest valid reading was recorded
@@ -94,8 +95,20 @@ func NewSeries(name string, info drivers.Info, cfg Config) (*Series, error) {
 	if epoch.IsZero() {
 		epoch = now()
 	}
-	return &Series{name: name, info: info, declared: declared, epoch: epoch, now: now,
-		ring: newRing(capacity, acc.GainErr)}, nil
+	sr := &Series{name: name, info: info, declared: declared, epoch: epoch, now: now,
+		ring: newRing(capacity, acc.GainErr)}
+	if av := info.Averaging; av.Enabled() && info.Kind == drivers.KindPoint {
+		if math.IsNaN(av.Tolerance) || av.Tolerance < 0 || av.Tolerance >= 1 {
+			return nil, fmt.Errorf("shunt: sensor %s: averaging clock tolerance %v must be in [0, 1)", name, av.Tolerance)
+		}
+		tLo, tHi := av.Bounds()
+		if tLo <= 0 {
+			return nil, fmt.Errorf("shunt: sensor %s: averaging window %v is too short to bound", name, av.Window)
+		}
+		sr.avg = newAvgStore(len(sr.ring.buf), av.Window.Nanoseconds(), tLo.Nanoseconds(), tHi.Nanoseconds())
+		sr.avg.gain = acc.GainErr
+	}
+	return sr, nil
 }
 
 // Name is the sensor's name.
@@ -152,8 +165,14 @@ func (s *Series) RecordAt(smp drivers.Sample, err error, at time.Time) {
 		if s.ring.bad == bad {
 			s.lastAt = at
 		}
+		if s.avg != nil {
+			s.recordAvg(smp, off, fs)
+		}
 	} else {
 		s.ring.addInvalid(k, s.ns(at))
+		if s.avg != nil {
+			s.avg.invalid()
+		}
 		if err != nil {
 			s.lastErr = err
 		}
@@ -196,6 +215,11 @@ type Report struct {
 	Coverage          Coverage
 	// Why says what kept a window from HwShunt; empty when it is HwShunt.
 	Why string
+	// Model names the integration model where it is not the ring's
+	// (ModelAveraged); StatUJ is the statistical uncertainty that model
+	// states beside the bound (Metering.StatUJ before rounding).
+	Model  string
+	StatUJ float64
 }
 
 // Energy integrates the recorded readings over the serve interval
@@ -224,6 +248,14 @@ func (s *Series) energy(t0, t1 time.Time, prorata bool) (Report, error) {
 		b++ // an instant is measured as the reading around it
 	}
 	s.mu.RLock()
+	if s.avg != nil {
+		// The model integrates exactly [t0, t1], so its figures add up
+		// over adjacent intervals and serve the pro-rata rule too.
+		if ar, ok := s.avg.window(a, b); ok {
+			s.mu.RUnlock()
+			return s.avgReport(ar, a, b, prorata)
+		}
+	}
 	res, ok := result{}, false
 	if !prorata {
 		res, ok = s.ring.chain(a, b)

@@ -644,6 +644,7 @@ func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Read
 	}
 	m.WindowNs = uint64(max(end.Sub(start), 0))
 	m.ServeNs = min(m.ServeNs, m.WindowNs)
+	m.StatUJ = combineStat(reps, s.inner, shared)
 	if shared > 1 {
 		out.Provenance = wire.ModelBased
 	}
@@ -679,6 +680,28 @@ func idleWithin(idleUW, windowNs, energyUJ uint64) bool {
 	ih, il := bits.Mul64(idleUW, windowNs)
 	eh, el := bits.Mul64(energyUJ, 1_000_000_000)
 	return ih < eh || (ih == eh && il <= el)
+}
+
+// combineStat is a span's statistical uncertainty: the root sum of squares
+// of the members its figure adds (independent samplers), present only when every such member
+// states one and the figure is not apportioned, since it is never
+// completed from a bound.
+func combineStat(reps []Report, inner []string, shared int) *uint64 {
+	if shared > 1 || len(reps) == 0 {
+		return nil
+	}
+	var sq float64
+	for i, rep := range reps {
+		if inner[i] != "" {
+			continue // a breakdown, not in the figure
+		}
+		if rep.Reading.Metering.StatUJ == nil {
+			return nil
+		}
+		sq += rep.StatUJ * rep.StatUJ
+	}
+	v := uint64(math.Ceil(math.Sqrt(sq)))
+	return &v
 }
 
 func reflectNil(m Member) bool {

@@ -98,6 +98,12 @@ type Metering struct {
 	// span at once during the window; above 1 the figure is apportioned
 	// and can only be ModelBased. 0 and 1 both mean the serve was alone.
 	Shared uint64
+	// StatUJ is a statistical uncertainty, never a bound: the half-width
+	// of a 95 % interval of the figure from the sample variance of the
+	// averaged readings the window used (PROFILE.md §6, x_stat_uj). Only
+	// ModelBased figures of point meters carry it, beside ErrorUJ and
+	// never mixed with it; nil where none was computed.
+	StatUJ *uint64
 	// IdleUW is the span's idle power measured in quiet periods before the
 	// window (µW), when one was measured; net energy is the figure minus
 	// IdleUW × WindowNs.

@@ -256,10 +256,26 @@ func accuracy(c chip, r int64, maxPower physic.Power) drivers.Accuracy {
 	if maxPower > 0 {
 		fullScale = func(physic.ElectricPotential) physic.Power { return maxPower }
 	}
+	busErr := c.busOff + c.busLSB
+	gain := c.gain + l.roundErr
 	return drivers.Accuracy{
-		GainErr: c.gain + l.roundErr,
+		GainErr: gain,
 		Offset: func(v physic.ElectricPotential) physic.Power {
 			return power(v, inTerm) + l.power + busTerm
+		},
+		// The bus error times the current that can have flowed given the
+		// reading: |I| stretched by the gain error, plus the current's own
+		// offset terms.
+		OffsetAt: func(v physic.ElectricPotential, i physic.ElectricCurrent) physic.Power {
+			ia := i
+			if ia < 0 {
+				ia = -ia
+			}
+			most := physic.ElectricCurrent(math.Ceil(float64(ia)*(1+gain))) + inTerm
+			return power(v, inTerm) + l.power + power(busErr, most)
+		},
+		Step: func(v physic.ElectricPotential) physic.Power {
+			return power(v, l.current+l.currentRound) + l.power + power(c.busLSB, ifs)
 		},
 		FullScale: fullScale,
 		MaxPower:  fullScale(c.busMax),

@@ -135,10 +135,13 @@ func TestPointReadings(t *testing.T) {
 		power       physic.Power
 		period, unc time.Duration
 	}{
-		{"hwmon1/ina3221:1(VDD_IN)", 19072 * mV, 7560 * uV, 1512 * mA, 19072 * 1512 * uW, 7 * time.Millisecond, 7 * time.Millisecond},
-		{"hwmon1/ina3221:2(VDD_CPU_GPU_CV)", 19064 * mV, -1240 * uV, -248 * mA, -19064 * 248 * uW, 7 * time.Millisecond, 7 * time.Millisecond},
-		{"hwmon1/ina3221:3(VDD_SOC)", 19080 * mV, 2000 * uV, 400 * mA, 19080 * 400 * uW, 7 * time.Millisecond, 7 * time.Millisecond},
-		{"hwmon2/ina226:1", 11980 * mV, 20 * mV, 10000 * mA, 119781250 * uW, 35 * time.Millisecond, 35 * time.Millisecond},
+		// Averaged values are read at 8/10 of the shortest window
+		// (update_interval less 10 % and its half-millisecond rounding),
+		// so that no window passes unread: 7 ms → 5.8 → 4.64 ms.
+		{"hwmon1/ina3221:1(VDD_IN)", 19072 * mV, 7560 * uV, 1512 * mA, 19072 * 1512 * uW, 4640 * time.Microsecond, 7 * time.Millisecond},
+		{"hwmon1/ina3221:2(VDD_CPU_GPU_CV)", 19064 * mV, -1240 * uV, -248 * mA, -19064 * 248 * uW, 4640 * time.Microsecond, 7 * time.Millisecond},
+		{"hwmon1/ina3221:3(VDD_SOC)", 19080 * mV, 2000 * uV, 400 * mA, 19080 * 400 * uW, 4640 * time.Microsecond, 7 * time.Millisecond},
+		{"hwmon2/ina226:1", 11980 * mV, 20 * mV, 10000 * mA, 119781250 * uW, 24800 * time.Microsecond, 35 * time.Millisecond},
 		// No update_interval: paced at DefaultInterval, the value is at
 		// most one 12-bit shunt + bus conversion (1.064 ms) old.
 		{"device/ina219:1", 5000 * mV, 4 * mV, 400 * mA, 2 * physic.Watt, DefaultInterval, 1064 * time.Microsecond},
@@ -177,10 +180,10 @@ func TestStale(t *testing.T) {
 		pace       time.Duration
 		firstStale int // index of the first Next that must fail
 	}{
-		{"hwmon2/ina226:1", 0, 35 * time.Millisecond, 4},                       // 140 ms > 105 ms, 105 ms is not
-		{"hwmon2/ina226:1", 500 * time.Millisecond, 35 * time.Millisecond, 15}, // 525 ms > 500 ms, 490 ms is not
-		{"hwmon1/ina3221:1(VDD_IN)", 0, 7 * time.Millisecond, 4},               // 28 ms > 21 ms
-		{"device/ina219:1", 0, DefaultInterval, 4},                             // read interval stands in: 400 ms > 300 ms
+		{"hwmon2/ina226:1", 0, 24800 * time.Microsecond, 5},                       // 124 ms > 105 ms, 99.2 ms is not
+		{"hwmon2/ina226:1", 500 * time.Millisecond, 24800 * time.Microsecond, 21}, // 520.8 ms > 500 ms, 496 ms is not
+		{"hwmon1/ina3221:1(VDD_IN)", 0, 4640 * time.Microsecond, 5},               // 23.2 ms > 21 ms
+		{"device/ina219:1", 0, DefaultInterval, 4},                                // read interval stands in: 400 ms > 300 ms
 	}
 	for _, tt := range tests {
 		t.Run(tt.rail+"/"+tt.staleAfter.String(), func(t *testing.T) {

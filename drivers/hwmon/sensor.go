@@ -22,13 +22,30 @@ const DefaultInterval = 100 * time.Millisecond
 // the energy since the previous read is unknown.
 var ErrCounterReset = errors.New("energy counter reset")
 
+// ClockTolerance is the relative tolerance taken on the chips' conversion
+// clocks: the INA226 datasheet's ±10 % on its conversion times, assumed for
+// the whole family.
+const ClockTolerance = 0.1
+
+// avgPaceNum/avgPaceDen is the read interval, as a fraction of the
+// shortest averaging window the chip's clock allows, of a rail read under
+// the averaged-reading model: 8/10 leaves a fifth of a window for
+// scheduling and the attribute reads before an interval could hold two
+// completed windows.
+const avgPaceNum, avgPaceDen = 8, 10
+
+// minAvgPace is the shortest read interval chosen by default.
+const minAvgPace = 2 * time.Millisecond
+
 // Options tunes a Sensor.
 type Options struct {
 	// Clock stamps and paces reads; nil means drivers.System.
 	Clock drivers.Clock
-	// Interval is the time between reads; 0 means the chip's
+	// Interval is the time between reads. 0 means, for a rail read as
+	// averaged values, 8/10 of the chip's averaging window (so that no
+	// window passes unread), and for a counter the chip's
 	// update_interval, else DefaultInterval. It is never shorter than
-	// update_interval: reading faster only sees the same value again.
+	// that: reading faster only sees the same value again.
 	Interval time.Duration
 	// StaleAfter is the least time identical readings are believed; the
 	// window is max(3 × update_interval, StaleAfter), with the read
@@ -105,17 +122,45 @@ func Open(rail Rail, opts Options) (*Sensor, error) {
 		}
 		update = time.Duration(ms) * time.Millisecond
 	}
+	s.conv = c.conv
+	if update > 0 {
+		s.conv = update
+	}
+	// A rail without an energy counter reads the chip's averaged values:
+	// each is the mean over the newest completed conversion window. Read
+	// a little faster than the fastest window the chip's clock allows, so
+	// that no window passes unread (a read interval that may hold two
+	// completions is charged at full scale): reading faster only sees the
+	// same window again, which costs the averaged-reading model nothing.
+	// Below minAvgPace (an INA219's 1 ms) sysfs reads would cost a core;
+	// such a rail keeps the default interval and its unread windows are
+	// charged at full scale.
+	// update_interval is rounded to the millisecond (ina3221.c:
+	// DIV_ROUND_CLOSEST of 6.6 ms is 7), so half a millisecond widens the
+	// clock's tolerance.
+	tol, shortest := ClockTolerance, s.conv-s.conv/10
+	if update > 0 {
+		tol += float64(500*time.Microsecond) / float64(update)
+		shortest -= 500 * time.Microsecond
+	}
+	avgPace := time.Duration(0)
+	if !rail.HasEnergy() && shortest*avgPaceNum/avgPaceDen >= minAvgPace {
+		avgPace = shortest * avgPaceNum / avgPaceDen
+	}
 	pace := opts.Interval
 	if pace <= 0 {
 		pace = update
+		if avgPace > 0 {
+			pace = avgPace
+		}
 	}
 	if pace <= 0 {
 		pace = DefaultInterval
 	}
-	pace = max(pace, update)
-	s.conv = c.conv
-	if update > 0 {
-		s.conv = update
+	if avgPace > 0 {
+		pace = max(pace, avgPace)
+	} else {
+		pace = max(pace, update)
 	}
 	staleBase := update
 	if staleBase <= 0 {
@@ -144,6 +189,7 @@ func Open(rail Rail, opts Options) (*Sensor, error) {
 		s.info.MaxPeriod = pace + s.conv
 	} else {
 		s.info.Accuracy.Quantum = 0
+		s.info.Averaging = drivers.Averaging{Window: s.conv, Tolerance: tol}
 	}
 	s.pacer = drivers.NewPacer(s.clock, pace)
 
@@ -274,6 +320,9 @@ func (s *Sensor) point(r reading) drivers.Sample {
 	smp.Start, smp.End = r.at, r.at
 	// The latched value may be a full update old at the read.
 	smp.Uncertainty = r.took + s.conv
+	// The chip's registers are read while the attribute reads run (the
+	// kernel drivers keep no cache of the value registers).
+	smp.Latch = r.took
 	smp.Overflow = abs(smp.Power) > s.info.Accuracy.FullScale(smp.Bus)
 	return smp
 }
