@@ -48,7 +48,7 @@ func shuntDraft(req string, uj uint64) steward.Draft {
 		Request: wire.ContentOf([]byte(req)), Backend: "ref", Recipe: "r", Route: "why",
 		Outcome: wire.ServeOutcome{TokensOut: 2, TokensAccepted: 2}, Energy: wire.Measured(uj, uj),
 		Metering: wire.Metering{Meter: "ina226@i2c-1:0x40", Kind: wire.KindADC, WindowNs: 10_000_000, ServeNs: 9_500_000,
-			ErrorUJ: 25, Samples: 9, MaxGapNs: 1_100_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 5_000, Shared: 1},
+			ErrorUJ: 25, Samples: 10, MaxGapNs: 1_100_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 5_000, Shared: 1, FullScaleUW: 10_000_000},
 	}
 }
 
