@@ -64,6 +64,8 @@ type chain struct {
 	prev     []pending
 	prevWait func()
 	checked  uint64
+	// idle follows x_idle_record links to the idle records they name.
+	idle IdleLinks
 }
 
 const verifyBatch = 256
@@ -179,6 +181,9 @@ func (c *chain) check(items []pending) error {
 				}
 				return c.damage(it.seq, it.off, fmt.Errorf("prev %s does not match the previous envelope %s", got, c.head))
 			}
+		}
+		if err := c.idle.Add(rc); err != nil {
+			return c.damage(it.seq, it.off, err)
 		}
 		if c.visit != nil {
 			if err := c.visit(it.opened); err != nil {

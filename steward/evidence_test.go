@@ -82,7 +82,7 @@ func handCore(r *Receipt) []byte {
 		"x_window_ns": r.WindowNs, "x_serve_ns": r.ServeNs, "x_error_uj": r.ErrorUJ, "x_samples": r.Samples,
 		"x_max_gap_ns": r.MaxGapNs, "x_covered_ppm": r.CoveredPPM, "x_period_ns": r.PeriodNs,
 		"x_accuracy_ppm": r.AccuracyPPM, "x_shared": r.Shared, "x_idle_uw": r.IdleUW, "x_full_scale_uw": r.FullScaleUW,
-		"x_bus_lo_mv": r.BusLoMV, "x_bus_hi_mv": r.BusHiMV,
+		"x_bus_lo_mv": r.BusLoMV, "x_bus_hi_mv": r.BusHiMV, "x_idle_record": r.IdleRecord,
 		"x_sealed_unix_ms": r.SealedUnixMs, "x_grant_hold": r.GrantHold, "x_grant_debit_uj": r.GrantDebitUJ,
 	} {
 		if v != nil {
@@ -135,7 +135,7 @@ func TestEvidenceValidCombinations(t *testing.T) {
 		{"Estimator", draft(1)},
 		{"HwShunt adc, bound exactly at the accuracy", hwDraft(1)},
 		{"HwShunt counter", withMetering(hwDraft(1), func(m *wire.Metering) { m.Kind = wire.KindCounter; m.Meter = "rapl-msr:energy-counter" })},
-		{"HwShunt with idle power", withMetering(hwDraft(1), func(m *wire.Metering) { m.IdleUW = &idle })},
+		{"HwShunt with idle power", withIdleRecord(withMetering(hwDraft(1), func(m *wire.Metering) { m.IdleUW = &idle }), 3)},
 		{"HwShunt alone as shared 0", withMetering(hwDraft(1), func(m *wire.Metering) { m.Shared = 0 })},
 		{"HwShunt gap of exactly one period", withMetering(hwDraft(1), func(m *wire.Metering) { m.MaxGapNs = m.PeriodNs })},
 		{"HwShunt serve filling the window", withMetering(hwDraft(1), func(m *wire.Metering) { m.ServeNs = m.WindowNs })},
@@ -149,14 +149,24 @@ func TestEvidenceValidCombinations(t *testing.T) {
 		{"ModelBased adc", withMetering(mbDraft(1), func(m *wire.Metering) { m.Kind = wire.KindADC; m.Meter = "ina226@i2c-1:0x41" })},
 		{"ModelBased counter", withMetering(mbDraft(1), func(m *wire.Metering) { m.Kind = wire.KindCounter })},
 		{"ModelBased model", withMetering(mbDraft(1), func(m *wire.Metering) { m.Kind = wire.KindModel; m.Meter = "rapl:package-0" })},
-		{"ModelBased with no coverage and idle power", withMetering(mbDraft(1), func(m *wire.Metering) { m.CoveredPPM = 0; m.IdleUW = &mbIdle })},
+		{"ModelBased with no coverage and idle power", withIdleRecord(withMetering(mbDraft(1), func(m *wire.Metering) { m.CoveredPPM = 0; m.IdleUW = &mbIdle }), 0)},
 		{"ModelBased with an unbounded error", withMetering(mbDraft(1), func(m *wire.Metering) { m.ErrorUJ = math.MaxUint64; m.AccuracyPPM = math.MaxUint64 })},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := st.Build(c.d, 0, nil, make([]byte, NonceSize), testClock())
+			// An idle figure names an earlier idle record, so its serve is
+			// sealed after it.
+			seq, prev := uint64(0), (*wire.ContentID)(nil)
+			if c.d.IdleRecord != nil {
+				p := wire.ContentOf([]byte("the envelope before"))
+				seq, prev = *c.d.IdleRecord+1, &p
+			}
+			r, err := st.Build(c.d, seq, prev, make([]byte, NonceSize), testClock())
 			if err != nil {
 				t.Fatalf("valid evidence refused: %v", err)
+			}
+			if (r.IdleRecord == nil) != (c.d.IdleRecord == nil) || r.IdleRecord != nil && *r.IdleRecord != *c.d.IdleRecord {
+				t.Fatalf("x_idle_record %v, the draft's %v", r.IdleRecord, c.d.IdleRecord)
 			}
 			want := c.d.Metering
 			if c.d.Energy.Provenance() == wire.Estimator {
@@ -181,6 +191,12 @@ func TestEvidenceValidCombinations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withIdleRecord names the idle record d's idle power is taken from.
+func withIdleRecord(d Draft, seq uint64) Draft {
+	d.IdleRecord = &seq
+	return d
 }
 
 // An Estimator figure has no meter behind it: whatever readings its draft

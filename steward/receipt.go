@@ -92,6 +92,10 @@ type Receipt struct {
 	// belongs to.
 	Record *string `cbor:"x_record,omitempty"`
 	Run    *uint64 `cbor:"x_run,omitempty"`
+	// IdleRecord is the sequence of the idle record x_idle_uw is the
+	// power of (PROFILE §22): the quiet stretch the span subtracts is
+	// itself sealed, so the idle figure is evidence, not display.
+	IdleRecord *uint64 `cbor:"x_idle_record,omitempty"`
 
 	// BusLoMV and BusHiMV are the bus-voltage band, mV, a shunt-only meter
 	// assumed (wire.Metering.BusBand): such a figure is never HwShunt.
@@ -163,6 +167,9 @@ func (r *Receipt) Check() error {
 	}
 	if len(r.Foreign) != 0 {
 		return fieldErr(RefusedFieldValue, "meshd seals no extension it does not define (%s)", r.Foreign[0].Key)
+	}
+	if r.IdleUW != nil && r.IdleRecord == nil {
+		return fieldErr(RefusedMissingField, "meshd seals x_idle_uw only with x_idle_record, the idle record it is the power of")
 	}
 	return nil
 }
@@ -250,6 +257,9 @@ func (r *Receipt) CheckConforming() error {
 	if err := r.checkRecord(e); err != nil {
 		return err
 	}
+	if err := r.checkIdleRecord(); err != nil {
+		return err
+	}
 	// A forwarded serve names the upstream receipt and its steward
 	// together, both as content ids and keys are written.
 	if (r.UpstreamReceipt != nil) != (r.UpstreamSteward != nil) {
@@ -282,7 +292,7 @@ func (r *Receipt) CheckConforming() error {
 func (r *Receipt) hasMetering() bool {
 	return r.Meter != nil || r.MeterKind != nil || r.WindowNs != nil || r.ServeNs != nil || r.SealedUnixMs != nil ||
 		r.ErrorUJ != nil || r.Samples != nil || r.MaxGapNs != nil || r.CoveredPPM != nil || r.PeriodNs != nil ||
-		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil || r.FullScaleUW != nil || r.BusLoMV != nil || r.BusHiMV != nil
+		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil || r.IdleRecord != nil || r.FullScaleUW != nil || r.BusLoMV != nil || r.BusHiMV != nil
 }
 
 // optUint is one optional integer extension, by key.
@@ -636,6 +646,7 @@ const (
 	fSpecAccepted
 	fSpecProposed
 	fXCoveredPPM
+	fXIdleRecord
 	fFidelityFloor
 	fXAccuracyPPM
 	fTokensAccepted
@@ -686,6 +697,7 @@ var coreFields = [numFields]coreField{
 	{"spec_accepted", fSpecAccepted, false, math.MaxUint32, true},
 	{"spec_proposed", fSpecProposed, false, math.MaxUint32, true},
 	{"x_covered_ppm", fXCoveredPPM, false, math.MaxUint64, false},
+	{"x_idle_record", fXIdleRecord, false, math.MaxUint64, false},
 	{"fidelity_floor", fFidelityFloor, false, math.MaxUint8, true},
 	{"x_accuracy_ppm", fXAccuracyPPM, false, math.MaxUint64, false},
 	{"tokens_accepted", fTokensAccepted, false, math.MaxUint32, true},
@@ -823,6 +835,8 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return uint64(r.FidelityMet), true
 	case fXCeilingUJ:
 		return opt(r.CeilingUJ)
+	case fXIdleRecord:
+		return opt(r.IdleRecord)
 	case fXGrantHold:
 		return opt(r.GrantHold)
 	case fXMaxGapNs:
@@ -947,6 +961,8 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.FidelityMet = uint8(v)
 	case fXCeilingUJ:
 		r.CeilingUJ = opt()
+	case fXIdleRecord:
+		r.IdleRecord = opt()
 	case fXGrantHold:
 		r.GrantHold = opt()
 	case fXMaxGapNs:

@@ -129,6 +129,10 @@ type IdleDoc struct {
 	Backend    string  // the backend whose span was measured
 	DurationMs uint64  // the idle window asked for, ms
 	Run        *uint64 // the run it was taken in, if any
+	// Source is "" for a window a client asked for, IdleSourceSpan for
+	// the quiet stretch a span measured before a serve (DurationMs is
+	// then the stretch's length).
+	Source string
 }
 
 // RunOpenDoc is a run-open record's document: what the client declares
@@ -206,6 +210,9 @@ func (d IdleDoc) Encode() []byte {
 	f := []docField{txt("mesh_record", RecordIdle), txt("backend", d.Backend), num("duration_ms", d.DurationMs)}
 	if d.Run != nil {
 		f = append(f, num("run", *d.Run))
+	}
+	if d.Source != "" {
+		f = append(f, txt("source", d.Source))
 	}
 	return encodeDoc(f)
 }
@@ -371,9 +378,12 @@ func decodeAs[T interface{ Encode() []byte }](b []byte, kind string, parse func(
 // DecodeIdleDoc decodes an idle record's document strictly.
 func DecodeIdleDoc(b []byte) (IdleDoc, error) {
 	return decodeAs(b, RecordIdle, func(r *docReader) IdleDoc {
-		d := IdleDoc{Backend: r.text("backend", true), DurationMs: r.need("duration_ms")}
+		d := IdleDoc{Backend: r.text("backend", true), DurationMs: r.need("duration_ms"), Source: r.text("source", false)}
 		if v, ok := r.uint("run"); ok {
 			d.Run = &v
+		}
+		if _, ok := r.m["source"]; ok && d.Source != IdleSourceSpan && r.err == nil {
+			r.err = docErr("source %q: an idle document's source is absent (on request) or %q", d.Source, IdleSourceSpan)
 		}
 		return d
 	})

@@ -40,6 +40,9 @@ type Draft struct {
 	// record's sequence of the run the serve or record belongs to.
 	Record string
 	Run    *uint64
+	// IdleRecord is x_idle_record: the sequence of the idle record whose
+	// power Metering.IdleUW is. It is sealed only beside x_idle_uw.
+	IdleRecord *uint64
 }
 
 // Upstream is the receipt a forwarded serve was sealed under upstream.
@@ -179,6 +182,9 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 		r.CoveredPPM, r.PeriodNs, r.AccuracyPPM, r.Shared = u64p(m.CoveredPPM), u64p(m.PeriodNs), u64p(m.AccuracyPPM), u64p(m.Shared)
 		if m.IdleUW != nil {
 			r.IdleUW = u64p(*m.IdleUW)
+			if d.IdleRecord != nil {
+				r.IdleRecord = u64p(*d.IdleRecord)
+			}
 		}
 		if m.FullScaleUW != 0 {
 			r.FullScaleUW = u64p(m.FullScaleUW)
