@@ -89,9 +89,10 @@ type Span struct {
 	mu       sync.Mutex
 	open     map[*SpanWindow]struct{}
 	history  []interval // closed windows, for apportioning
-	quiet    time.Time  // since when no window has been open
-	idle     []float64  // recent idle powers, µW
+	quiet    time.Time     // since when no window has been open
+	idle     []IdleStretch // recent quiet stretches measured
 	idleNext int
+	idleID   uint64 // the next stretch's ID
 	idleSt   IdleStats
 	last     []Breakdown // the inner members' readings of the last window closed
 }
@@ -108,6 +109,27 @@ type IdleStats struct {
 	// power over the window would exceed the window's own energy: the
 	// idle figure cannot have been taken on a quiet board.
 	AboveFigure uint64
+}
+
+// IdleStretch is one quiet stretch the span measured: its reading, with
+// the full evidence of a window (so that it can be sealed as an idle
+// record, PROFILE §22), and the power it gives, which is what x_idle_uw
+// states when this stretch is the one subtracted.
+type IdleStretch struct {
+	// ID numbers the span's stretches from 0, in the order measured: the
+	// same ID is the same stretch.
+	ID uint64
+	// Oldest is the ID of the oldest stretch the span still kept when
+	// this one was handed out: an older one is never subtracted again.
+	Oldest uint64
+	// From and To are the stretch measured (guards excluded).
+	From, To time.Time
+	// Reading is the span's reading of [From, To], x_idle_uw absent.
+	Reading wire.Reading
+	// PowerUW is ⌊Reading.EnergyUJ × 10⁹ ÷ Reading.Metering.WindowNs⌋:
+	// the charged figure over the gross window, exactly as a verifier
+	// computes it from the sealed record.
+	PowerUW uint64
 }
 
 // Breakdown is one inner member's reading over a window of its span:
@@ -262,22 +284,38 @@ func (s *Span) Ready(ctx context.Context) error {
 // IdleUW is the median of the recent idle measurements, in µW, and false
 // when none was made yet.
 func (s *Span) IdleUW() (uint64, bool) {
+	st, ok := s.Idle()
+	return st.PowerUW, ok
+}
+
+// Idle is the quiet stretch whose power is the median of the recent ones
+// (the lower of the two middle ones for an even count, so that the figure
+// is always one stretch's and can be sealed as that stretch's record),
+// and false when none was measured yet.
+func (s *Span) Idle() (IdleStretch, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.idleLocked()
 }
 
-func (s *Span) idleLocked() (uint64, bool) {
+func (s *Span) idleLocked() (IdleStretch, bool) {
 	if len(s.idle) == 0 {
-		return 0, false
+		return IdleStretch{}, false
 	}
-	v := append([]float64(nil), s.idle...)
-	sort.Float64s(v)
-	med := v[len(v)/2]
-	if len(v)%2 == 0 {
-		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	v := slices.Clone(s.idle)
+	oldest := v[0].ID
+	for _, st := range v {
+		oldest = min(oldest, st.ID)
 	}
-	return uint64(math.Round(max(med, 0))), true
+	sort.Slice(v, func(i, j int) bool {
+		if v[i].PowerUW != v[j].PowerUW {
+			return v[i].PowerUW < v[j].PowerUW
+		}
+		return v[i].ID < v[j].ID
+	})
+	st := v[(len(v)-1)/2]
+	st.Oldest = oldest
+	return st, true
 }
 
 // SpanWindow is one open window on a span.
@@ -287,6 +325,18 @@ type SpanWindow struct {
 	end    time.Time // set under s.mu when the window closes
 	mu     sync.Mutex
 	closed bool
+	idle   *IdleStretch // the stretch x_idle_uw was taken from, set by Close
+}
+
+// IdleStretch is the quiet stretch whose power the closed window's
+// reading states as x_idle_uw, and false when it states none.
+func (w *SpanWindow) IdleStretch() (IdleStretch, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idle == nil {
+		return IdleStretch{}, false
+	}
+	return *w.idle, true
 }
 
 // Open starts a window now. Under Exclusive it first waits for the span
@@ -385,13 +435,40 @@ func (s *Span) measureIdleLocked(now time.Time) {
 			"from", a, "to", b, "energy_uj", math.Round(uj), "bound_uj", math.Round(boundUJ))
 		return
 	}
-	s.idleSt.Measured++
-	p := uj / b.Sub(a).Seconds()
-	if len(s.idle) < s.idleN {
-		s.idle = append(s.idle, p)
+	// The stretch's own reading, over whole conversions like a window's,
+	// is what an idle record of it seals and what its power comes from.
+	reps := make([]Report, len(s.meters))
+	for i, m := range s.meters {
+		if s.inner[i] != "" {
+			continue
+		}
+		rep, err := m.Energy(a, b)
+		if err != nil {
+			s.idleSt.Unsteady++
+			s.log.Warn("idle measurement refused: the quiet stretch has no reading", "from", a, "to", b, "err", err)
+			return
+		}
+		reps[i] = rep
+	}
+	rd := s.combine(reps, b.Sub(a), 1)
+	if rd.Metering.WindowNs == 0 || rd.Provenance == wire.Estimator {
+		s.idleSt.Unsteady++
 		return
 	}
-	s.idle[s.idleNext] = p
+	ph, pl := bits.Mul64(rd.EnergyUJ, 1_000_000_000)
+	if ph >= rd.Metering.WindowNs {
+		s.idleSt.Unsteady++
+		return
+	}
+	p, _ := bits.Div64(ph, pl, rd.Metering.WindowNs)
+	s.idleSt.Measured++
+	st := IdleStretch{ID: s.idleID, From: a, To: b, Reading: rd, PowerUW: p}
+	s.idleID++
+	if len(s.idle) < s.idleN {
+		s.idle = append(s.idle, st)
+		return
+	}
+	s.idle[s.idleNext] = st
 	s.idleNext = (s.idleNext + 1) % s.idleN
 }
 
@@ -434,7 +511,9 @@ func (w *SpanWindow) Close(ctx context.Context) (wire.Reading, error) {
 		reps[i], errs[i] = rep, err
 	}
 	s.keepBreakdown(reps, errs)
-	return s.combine(reps, t1.Sub(w.t0), 1), nil
+	rd := s.combine(reps, t1.Sub(w.t0), 1)
+	w.idle = s.attachIdle(&rd)
+	return rd, nil
 }
 
 // keepBreakdown records the inner members' readings of the window just
@@ -579,7 +658,9 @@ func (s *Span) apportion(w *SpanWindow, t1 time.Time) (wire.Reading, error) {
 		reps[j].Reading.Provenance = wire.ModelBased
 	}
 	s.keepBreakdown(reps, errs)
-	return s.combine(reps, t1.Sub(t0), shared), nil
+	rd := s.combine(reps, t1.Sub(t0), shared)
+	w.idle = s.attachIdle(&rd)
+	return rd, nil
 }
 
 // kindRank orders meter kinds from strongest to weakest evidence.
@@ -655,22 +736,31 @@ func (s *Span) combine(reps []Report, serve time.Duration, shared int) wire.Read
 			out.Provenance = wire.ModelBased
 		}
 	}
-	if idle, ok := s.IdleUW(); ok {
-		if idleWithin(idle, m.WindowNs, out.EnergyUJ) {
-			m.IdleUW = &idle
-		} else {
-			// Idle power over the window exceeds what the window drew: the
-			// idle figure was not taken on a quiet board, and sealing it
-			// would make the net energy negative.
-			s.mu.Lock()
-			s.idleSt.AboveFigure++
-			s.mu.Unlock()
-			s.log.Warn("idle power left off the reading: idle over the window exceeds the window's energy",
-				"idle_uw", idle, "window_ns", m.WindowNs, "energy_uj", out.EnergyUJ)
-		}
-	}
 	out.Metering = m
 	return out
+}
+
+// attachIdle sets rd's x_idle_uw to the median quiet stretch's power and
+// returns that stretch, or nil when there is none or it is left off.
+func (s *Span) attachIdle(rd *wire.Reading) *IdleStretch {
+	st, ok := s.Idle()
+	if !ok {
+		return nil
+	}
+	if !idleWithin(st.PowerUW, rd.Metering.WindowNs, rd.EnergyUJ) {
+		// Idle power over the window exceeds what the window drew: the
+		// idle figure was not taken on a quiet board, and sealing it
+		// would make the net energy negative.
+		s.mu.Lock()
+		s.idleSt.AboveFigure++
+		s.mu.Unlock()
+		s.log.Warn("idle power left off the reading: idle over the window exceeds the window's energy",
+			"idle_uw", st.PowerUW, "window_ns", rd.Metering.WindowNs, "energy_uj", rd.EnergyUJ)
+		return nil
+	}
+	idle := st.PowerUW
+	rd.Metering.IdleUW = &idle
+	return &st
 }
 
 // idleWithin reports whether idleUW × windowNs / 10⁹ ≤ energyUJ, exactly

@@ -189,3 +189,58 @@ func TestIdleBaselineFromQuietStretches(t *testing.T) {
 		t.Fatalf("idle %v µW, want 3 W", r.Metering.IdleUW)
 	}
 }
+
+// TestIdleStretchIsSealable: the quiet stretch an idle figure comes from
+// is exposed with its own reading and full evidence, x_idle_uw is exactly
+// ⌊its energy × 10⁹ ÷ its gross window⌋, a window opened with no new
+// quiet stretch subtracts the same stretch, and a new stretch is a new ID.
+func TestIdleStretchIsSealable(t *testing.T) {
+	// 3 W, then 4 W from 1.7 s (as the second serve closes): the second
+	// quiet stretch is the higher.
+	load, err := shunttest.NewPiecewise(drivertest.Epoch, []int64{0, int64(1700 * time.Millisecond)}, []float64{3e9, 4e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, clock, _ := spanOf(t, SpanConfig{}, load, 6*time.Second, fast())
+	ctx := context.Background()
+	serve := func(open, close time.Duration) (wire.Reading, IdleStretch, bool) {
+		t.Helper()
+		clock.Set(load.Origin.Add(open))
+		w, err := sp.Open(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(load.Origin.Add(close))
+		r, err := w.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, ok := w.IdleStretch()
+		return r, st, ok
+	}
+	r, st, ok := serve(1500*time.Millisecond, 1600*time.Millisecond)
+	if !ok || r.Metering.IdleUW == nil || *r.Metering.IdleUW != st.PowerUW || st.ID != 0 {
+		t.Fatalf("first serve: idle %v, stretch %+v (%v)", r.Metering.IdleUW, st, ok)
+	}
+	m := st.Reading.Metering
+	if st.Reading.Provenance != wire.HwShunt || st.Reading.Metering.IdleUW != nil || m.Meter != sp.Name() || m.Shared != 1 ||
+		m.CoveredPPM != wire.FullPPM || m.Samples == 0 || m.ServeNs != uint64(st.To.Sub(st.From)) || m.WindowNs < m.ServeNs {
+		t.Fatalf("the stretch's reading is not a sealable idle window: %v %+v", st.Reading.Provenance, m)
+	}
+	if want := st.Reading.EnergyUJ * 1_000_000_000 / m.WindowNs; st.PowerUW != want || math.Abs(float64(want)-3e6) > 3e6*0.003 {
+		t.Fatalf("power %d µW, want ⌊%d µJ × 10⁹ ÷ %d ns⌋ = %d ≈ 3 W", st.PowerUW, st.Reading.EnergyUJ, m.WindowNs, want)
+	}
+	// Straight after: no quiet stretch long enough, the same one is used.
+	_, again, ok := serve(1600*time.Millisecond, 1700*time.Millisecond)
+	if !ok || again.ID != st.ID || again.PowerUW != st.PowerUW {
+		t.Fatalf("no new stretch, yet %+v after %+v", again, st)
+	}
+	// A second stretch (4 W): of two, the lower median is the 3 W one.
+	_, two, ok := serve(5*time.Second, 5100*time.Millisecond)
+	if !ok || two.ID != 0 || two.Oldest != 0 {
+		t.Fatalf("of two stretches, want the lower (ID 0): %+v", two)
+	}
+	if got := sp.IdleStats().Measured; got != 2 {
+		t.Fatalf("%d stretches measured, want 2", got)
+	}
+}
