@@ -88,7 +88,7 @@ type Span struct {
 
 	mu       sync.Mutex
 	open     map[*SpanWindow]struct{}
-	history  []interval // closed windows, for apportioning
+	history  []interval    // closed windows, for apportioning
 	quiet    time.Time     // since when no window has been open
 	idle     []IdleStretch // recent quiet stretches measured
 	idleNext int
