@@ -30,7 +30,8 @@ type Agent struct {
 	costs        *costs
 	log          *slog.Logger
 	observe      func(Event)
-	runs         runs // the open runs (runs.go)
+	runs         runs      // the open runs (runs.go)
+	spanIdle     spanIdles // idle records sealed for spans' quiet stretches (spanidle.go)
 }
 
 // table is the part of an Agent a reload replaces as a whole, so a serve
@@ -212,6 +213,10 @@ type Response struct {
 	Decision  Decision
 	Sealed    *steward.Sealed
 	Output    []byte
+	// IdleRecord is the idle record of the quiet stretch the serve's
+	// x_idle_uw subtracts, when this serve sealed it (the first to use
+	// that stretch); nil otherwise.
+	IdleRecord *SealedRecord
 }
 
 // ServeError is a serve that failed after routing; it keeps the decision
@@ -371,6 +376,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		res      engine.Result
 		energy   wire.Energy
 		metering wire.Metering
+		idle     spanIdle
 	)
 	for {
 		b = candidates[dec.Chosen]
@@ -390,7 +396,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		if emit := eopts.Emit; emit != nil {
 			eopts.Emit = func(p []byte) error { emitted = true; return emit(p) }
 		}
-		res, energy, metering, err = a.metered(ctx, b, meter, req, prompt, eopts)
+		res, energy, metering, err = a.metered(ctx, b, meter, req, prompt, eopts, &idle)
 		if err == nil {
 			break
 		}
@@ -441,6 +447,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		g, h, debit := hold.Grant, hold.ID, min(energy.UJ(), req.JouleCeilingUJ)
 		draft.Grant, draft.GrantHold, draft.GrantDebit = &g, &h, &debit
 	}
+	idleRec := a.idleRecord(context.WithoutCancel(ctx), &draft, idle)
 	sealed, err := a.seal(context.WithoutCancel(ctx), draft, res, b)
 	if err != nil {
 		ev.Reason = "seal"
@@ -453,7 +460,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		a.costs.observe(b.Name(), e.Provenance(), e.UJ(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut))
 		ev.Degraded = meter != nil && e.Provenance() == wire.Estimator
 	}
-	resp = &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output}
+	resp = &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output, IdleRecord: idleRec}
 	if hold != nil {
 		// The receipt is the truth the ledger recovers from, so settle at
 		// exactly the debit it states.
@@ -467,8 +474,10 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 // metered calls the engine inside a meter window and turns what the meter
 // saw into an honest Energy. The engine's slot, when it has one, is taken
 // before the window opens, so queueing is never metered. The estimate is
-// always the backend's model applied to the tokens actually served.
-func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, wire.Energy, wire.Metering, error) {
+// always the backend's model applied to the tokens actually served. idle
+// is set to the quiet stretch the reading's x_idle_uw subtracts.
+func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req wire.ServeRequest, prompt []byte, opts engine.Options, idle *spanIdle) (engine.Result, wire.Energy, wire.Metering, error) {
+	*idle = spanIdle{}
 	if sb, ok := b.(engine.Slotted); ok {
 		held, release, err := sb.Acquire(ctx)
 		if err != nil {
@@ -489,6 +498,11 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req 
 	if win != nil {
 		// Close even when the engine failed, so the window is released.
 		reading, meterErr = win.Close(ctx)
+		if iw, ok := win.(idleWindow); ok && meterErr == nil {
+			if st, ok := iw.IdleStretch(); ok {
+				*idle = spanIdle{span: iw.Span(), stretch: st}
+			}
+		}
 	}
 	if err != nil {
 		return engine.Result{}, wire.Energy{}, wire.Metering{}, err
@@ -504,7 +518,11 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req 
 		if err := up.Energy.Validate(); err != nil {
 			return engine.Result{}, wire.Energy{}, wire.Metering{}, fmt.Errorf("upstream receipt %s: %w", up.Receipt, err)
 		}
-		return res, up.Energy, up.Metering, nil
+		// Its idle figure is backed by a record in the upstream's chain,
+		// which this chain cannot name: it is not carried.
+		m := up.Metering
+		m.IdleUW = nil
+		return res, up.Energy, m, nil
 	}
 	est := estimate(b.UJPerToken(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut))
 	if win != nil && meterErr == nil {

@@ -332,21 +332,8 @@ func (a *Agent) Idle(ctx context.Context, backend string, d time.Duration, run *
 		return nil, rd, fmt.Errorf("idle on %s: %w (%d windows open at once)", backend, ErrIdleShared, rd.Metering.Shared)
 	}
 	doc := steward.IdleDoc{Backend: backend, DurationMs: uint64(ms), Run: run}.Encode()
-	m := rd.Metering
-	m.IdleUW = nil // the record is the idle measurement; it subtracts none
 	route := fmt.Sprintf("idle: %d ms on %s", ms, meter.Name())
-	energy := wire.Modelled(nil, rd.EnergyUJ)
-	if rd.Provenance == wire.HwShunt {
-		energy = wire.Measured(rd.EnergyUJ, 0)
-	}
-	sealed, err := a.steward.Seal(context.WithoutCancel(ctx), steward.RecordDraft(steward.RecordIdle, doc, run, backend, steward.IdleRecipe, route, energy, m))
-	if err != nil && errors.Is(err, steward.ErrField) && rd.Provenance == wire.HwShunt {
-		// As for a serve: evidence the steward refuses for a hardware
-		// claim is sealed as the model it still supports, and said so.
-		a.log.Warn("idle evidence refused for HwShunt; claiming ModelBased", "backend", backend, "err", err)
-		energy = wire.Modelled(nil, rd.EnergyUJ)
-		sealed, err = a.steward.Seal(context.WithoutCancel(ctx), steward.RecordDraft(steward.RecordIdle, doc, run, backend, steward.IdleRecipe, route, energy, m))
-	}
+	sealed, err := a.sealIdle(context.WithoutCancel(ctx), doc, run, backend, route, rd)
 	if err != nil {
 		return nil, rd, fmt.Errorf("idle on %s: %w", backend, err)
 	}

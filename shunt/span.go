@@ -328,6 +328,9 @@ type SpanWindow struct {
 	idle   *IdleStretch // the stretch x_idle_uw was taken from, set by Close
 }
 
+// Span is the span the window is open on.
+func (w *SpanWindow) Span() *Span { return w.s }
+
 // IdleStretch is the quiet stretch whose power the closed window's
 // reading states as x_idle_uw, and false when it states none.
 func (w *SpanWindow) IdleStretch() (IdleStretch, bool) {
