@@ -97,6 +97,8 @@ type DraftMeta struct {
 	Record      string  `json:"record,omitempty"`
 	Run         *uint64 `json:"run,omitempty"`
 	DocumentHex string  `json:"document_hex,omitempty"`
+	// IdleRecord is x_idle_record: the idle record whose power IdleUW is.
+	IdleRecord *uint64 `json:"idle_record,omitempty"`
 }
 
 func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, error) {
@@ -112,7 +114,7 @@ func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, e
 		Metering: wire.Metering{Meter: m.Meter, Kind: m.MeterKind, WindowNs: m.WindowNs, ServeNs: m.ServeNs,
 			ErrorUJ: m.ErrorUJ, Samples: m.Samples, MaxGapNs: m.MaxGapNs, CoveredPPM: m.CoveredPPM, PeriodNs: m.PeriodNs,
 			AccuracyPPM: m.AccuracyPPM, Shared: m.Shared, IdleUW: m.IdleUW, FullScaleUW: m.FullScaleUW},
-		Record: m.Record, Run: m.Run,
+		Record: m.Record, Run: m.Run, IdleRecord: m.IdleRecord,
 	}
 	p, err := wire.ParseProvenance(m.Provenance)
 	if err != nil {
@@ -327,7 +329,6 @@ func receiptVectors() ([]receiptVector, error) {
 	}
 	req := func(s string) string { return wire.ContentOf([]byte(s)).String() }
 	const t0 = 1_767_225_600_000
-	idle := uint64(50_000)
 	hw := DraftMeta{Sequence: 0, NonceHex: nonce(0), SealedUnixMs: t0,
 		RequestID: req("conformance request hwshunt"), Backend: "gguf-q4", Recipe: "gguf:" + req("model file"),
 		Route:    "gguf-q4: cheapest of 1 admissible (of 2 weighed) at F2 >= F2, est 30000 µJ <= ceiling 50000 µJ",
@@ -335,7 +336,7 @@ func receiptVectors() ([]receiptVector, error) {
 		FidelityFloor: 2, ServedFidelity: 2, Provenance: "HwShunt", MeasuredUJ: 28_913, EstimatedUJ: 30_000,
 		Meter: "ina226@i2c-1:0x40", MeterKind: wire.KindADC, WindowNs: 412_132_000, ServeNs: 410_250_000,
 		ErrorUJ: 87, Samples: 371, MaxGapNs: 1_104_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 3_000,
-		Shared: 1, IdleUW: &idle, FullScaleUW: 41_000_000}
+		Shared: 1, FullScaleUW: 41_000_000}
 	mb := DraftMeta{Sequence: 1, NonceHex: nonce(1), SealedUnixMs: t0 + 1500,
 		RequestID: req("conformance request modelbased"), Backend: "gguf-q4", Recipe: "gguf:" + req("model file"),
 		Route:    "gguf-q4: cheapest of 1 admissible (of 2 weighed) at F2 >= F1, est 9000 µJ <= ceiling 50000 µJ",
@@ -411,7 +412,7 @@ func receiptVectors() ([]receiptVector, error) {
 		}
 		out = append(out, v)
 	}
-	positive("hwshunt", "HwShunt genesis receipt: measured_uj and all of meshd's metering extensions, x_idle_uw included; the evidence supports HwShunt (adc, full coverage, gap within a period, bound within 3000 ppm of measured_uj, alone)", chain[0])
+	positive("hwshunt", "HwShunt genesis receipt: measured_uj and all of meshd's metering extensions; the evidence supports HwShunt (adc, full coverage, gap within a period, bound within 3000 ppm of measured_uj, alone)", chain[0])
 	positive("modelbased", "ModelBased receipt at sequence 1: no measured_uj, the metering evidence of a partly covered window shared by 2 serves, prev names hwshunt's envelope", chain[1])
 	positive("granted", "Estimator receipt at sequence 2 on a grant: grant_id with x_grant_hold and x_grant_debit_uj (debit 4000 <= charged 6000); x_meter and x_meter_kind \"estimator\", no meter evidence", chain[2])
 	positive("chain", "hwshunt, modelbased and granted as one chain: each verifies and links to the one before", chain...)
@@ -432,6 +433,40 @@ func receiptVectors() ([]receiptVector, error) {
 		runChain = append(runChain, sealed{dm, r, core, env})
 	}
 	positive("records-run", "a run as sealed records (PROFILE §22): run-open at 0 (Estimator, no energy, no window, backend meshd, recipe run, no x_run), an HwShunt idle record and a serve with x_run 0, and the run-close with x_run 0; each record's request_id is the BLAKE3 of its document_hex", runChain...)
+
+	// An idle figure backed by the chain (PROFILE §22): the quiet stretch
+	// the span measured, sealed as an idle record of source span, then a
+	// serve whose x_idle_uw is that record's power,
+	// ⌊100000 × 10⁹ ÷ 2001000000⌋ = 49975 µW, naming it.
+	spanDoc := steward.IdleDoc{Backend: "gguf-q4", DurationMs: 2000, Source: steward.IdleSourceSpan}.Encode()
+	spanIdle := DraftMeta{Sequence: 0, NonceHex: nonce(20), SealedUnixMs: t0 + 20_000, RequestID: wire.ContentOf(spanDoc).String(),
+		Backend: "gguf-q4", Recipe: steward.IdleRecipe, Route: "idle: 2000 ms on ina226@i2c-1:0x40 (span)", Provenance: "HwShunt", MeasuredUJ: 100_000,
+		Meter: "ina226@i2c-1:0x40", MeterKind: wire.KindADC, WindowNs: 2_001_000_000, ServeNs: 2_000_100_000,
+		ErrorUJ: 300, Samples: 1802, MaxGapNs: 1_104_000, CoveredPPM: wire.FullPPM, PeriodNs: 1_111_000, AccuracyPPM: 3_000, Shared: 1, FullScaleUW: 41_000_000,
+		Record: steward.RecordIdle, DocumentHex: hex.EncodeToString(spanDoc)}
+	spanPower, spanRec := uint64(49_975), uint64(0)
+	idleServe := hw
+	idleServe.Sequence, idleServe.NonceHex, idleServe.SealedUnixMs = 1, nonce(21), t0+21_000
+	idleServe.IdleUW, idleServe.IdleRecord = &spanPower, &spanRec
+	var idleChain []sealed
+	for _, dm := range []DraftMeta{spanIdle, idleServe} {
+		if len(idleChain) > 0 {
+			dm.Prev = wire.ContentOf(idleChain[len(idleChain)-1].env).String()
+		}
+		r, err := vk.build(dm)
+		if err != nil {
+			return nil, fmt.Errorf("idle vector %d: %w", dm.Sequence, err)
+		}
+		core, env, err := vk.seal(r)
+		if err != nil {
+			return nil, err
+		}
+		idleChain = append(idleChain, sealed{dm, r, core, env})
+	}
+	if p, err := steward.IdlePowerUW(idleChain[0].r); err != nil || p != spanPower {
+		return nil, fmt.Errorf("idle vector: the record's power is %d (%v), the serve states %d", p, err, spanPower)
+	}
+	positive("idle-span", "an idle figure the chain backs (PROFILE §22): at 0 the quiet stretch a span measured, an HwShunt idle record whose document says source span, no x_run; at 1 an HwShunt serve whose x_idle_uw 49975 is the record's power (⌊100000 µJ × 10⁹ ÷ 2001000000 ns⌋) on the same x_meter, naming it in x_idle_record 0", idleChain...)
 
 	foreign, err := foreignVector()
 	if err != nil {
@@ -732,6 +767,60 @@ func receiptVectors() ([]receiptVector, error) {
 	}
 	negative("chain-prev-broken", "hwshunt, then modelbased whose prev names another envelope: each verifies alone, the link does not",
 		steward.RefusedChainLink, 1, [][]byte{hwEnv, brEnv}, []EnvelopeMeta{with(hw, ""), with(broken, "prev = BLAKE3(\"not the previous envelope\")")})
+
+	// Idle links (PROFILE §22): the serve of idle-span altered, after the
+	// idle record, re-signed; each verifies alone except where the
+	// receipt itself breaks the rule, and the chain refuses the rest.
+	for _, f := range []struct {
+		name, desc, mutation string
+		refusal              steward.Reason
+		at                   int
+		first                *sealed
+		mut                  func(*steward.Receipt)
+	}{
+		{"idle-link-power-differs", "idle-span with the serve's x_idle_uw 49976, one more than its idle record's power: each envelope verifies alone, the chain does not",
+			"x_idle_uw = 49976", steward.RefusedEvidence, 1, &idleChain[0], func(r *steward.Receipt) { *r.IdleUW = 49_976 }},
+		{"idle-link-not-idle", "hwshunt at 0, then idle-span's serve naming it in x_idle_record 0: a serve, not an idle record",
+			"x_idle_record 0 names hwshunt's serve; prev = hwshunt's envelope", steward.RefusedRecord, 1, &chain[0], nil},
+		{"idle-link-other-meter", "a span idle record of ina226@i2c-1:0x41, then idle-span's serve (x_meter ina226@i2c-1:0x40) naming it",
+			"the idle record's x_meter = \"ina226@i2c-1:0x41\"", steward.RefusedRecord, 1, nil, nil},
+		{"idle-record-without-idle", "idle-span's serve with x_idle_uw removed: x_idle_record names the record of an idle figure it does not state",
+			"x_idle_uw removed", steward.RefusedMissingField, 1, &idleChain[0], func(r *steward.Receipt) { r.IdleUW = nil }},
+		{"idle-record-not-earlier", "idle-span's serve naming itself (x_idle_record 1 at sequence 1)",
+			"x_idle_record = 1", steward.RefusedRecord, 1, &idleChain[0], func(r *steward.Receipt) { *r.IdleRecord = 1 }},
+	} {
+		first := f.first
+		if first == nil {
+			dm := spanIdle
+			dm.Meter = "ina226@i2c-1:0x41"
+			fr, err := vk.build(dm)
+			if err != nil {
+				return nil, fmt.Errorf("vector %s: %w", f.name, err)
+			}
+			fc, fe, err := vk.seal(fr)
+			if err != nil {
+				return nil, err
+			}
+			first = &sealed{dm, fr, fc, fe}
+		}
+		dm := idleServe
+		dm.Prev = wire.ContentOf(first.env).String()
+		r, err := vk.build(dm)
+		if err != nil {
+			return nil, fmt.Errorf("vector %s: %w", f.name, err)
+		}
+		rc := *r
+		idle, rec := *r.IdleUW, *r.IdleRecord
+		rc.IdleUW, rc.IdleRecord = &idle, &rec
+		if f.mut != nil {
+			f.mut(&rc)
+		}
+		_, env, err := vk.seal(&rc)
+		if err != nil {
+			return nil, fmt.Errorf("vector %s: %w", f.name, err)
+		}
+		negative(f.name, f.desc, f.refusal, f.at, [][]byte{first.env, env}, []EnvelopeMeta{with(first.dm, ""), with(dm, f.mutation+"; re-signed")})
+	}
 	return out, nil
 }
 
@@ -830,6 +919,7 @@ func ReceiptFiles() (map[string][]byte, error) {
 // error, or -1 and nil when everything verifies.
 func VerifyVector(trusted ed25519.PublicKey, envs [][]byte) (int, error) {
 	var prev *steward.Opened
+	var idle steward.IdleLinks
 	for i, env := range envs {
 		o, err := steward.OpenEnvelope(env, trusted)
 		if err != nil {
@@ -839,6 +929,11 @@ func VerifyVector(trusted ed25519.PublicKey, envs [][]byte) (int, error) {
 			if err := steward.CheckLink(prev, o); err != nil {
 				return i, err
 			}
+		}
+		// x_idle_record names an idle record earlier in the chain, of
+		// the same meter, whose power is x_idle_uw.
+		if err := idle.Add(o.Receipt); err != nil {
+			return i, err
 		}
 		prev = o
 	}
