@@ -393,6 +393,7 @@ func openSegment(ch Chain, key []byte) (map[uint64]*steward.Opened, []*steward.O
 	bySeq := make(map[uint64]*steward.Opened, len(ch.Envelopes))
 	var list []*steward.Opened
 	var prev *steward.Opened
+	var idle steward.IdleLinks // x_idle_record names an idle record of the segment
 	for i, s := range ch.Envelopes {
 		seq := ch.First + uint64(i)
 		where := fmt.Sprintf("chain.envelopes[%d] (receipt sequence %d)", i, seq)
@@ -411,6 +412,9 @@ func openSegment(ch Chain, key []byte) (map[uint64]*steward.Opened, []*steward.O
 			if err := steward.CheckLink(prev, o); err != nil {
 				return nil, nil, at(where, "does not follow sequence %d: %w", prev.Receipt.Sequence, err)
 			}
+		}
+		if err := idle.Add(o.Receipt); err != nil {
+			return nil, nil, &placed{place: where, err: err}
 		}
 		bySeq[seq] = o
 		list = append(list, o)
