@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -245,7 +246,9 @@ func TestTamperAsBenchmarker(t *testing.T) {
 		{"idle before energy_uj +1 J (resealed)", func(t *testing.T, b *Body) { reseal(t, b, idleBefore, addUJ(1_000_000)) }, env(idleBefore)},
 		{"idle before energy_uj +5 J (resealed)", func(t *testing.T, b *Body) { reseal(t, b, idleBefore, addUJ(5_000_000)) }, env(idleBefore)},
 		{"idle after energy_uj +1 J (resealed)", func(t *testing.T, b *Body) { reseal(t, b, idleAfter, addUJ(1_000_000)) }, env(idleAfter)},
-		{"idle after removed", func(t *testing.T, b *Body) { b.Idle.After = &IdleMeasurement{Seconds: 0.2, Error: "the meter measured nothing"} }, at("idle", idleAfter)},
+		{"idle after removed", func(t *testing.T, b *Body) {
+			b.Idle.After = &IdleMeasurement{Seconds: 0.2, Error: "the meter measured nothing"}
+		}, at("idle", idleAfter)},
 		{"idle before taken from another run", func(t *testing.T, b *Body) {
 			b.Idle.Before.Sequence, b.Idle.Before.Document = u64(tr.otherIdle.Sequence), tr.otherIdle.Document
 		}, at("idle.before", tr.otherIdle.Sequence)},
@@ -350,4 +353,53 @@ func mustB64(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestInterruptedRun: a run stopped mid-way is closed by the daemon as
+// incomplete, with the harness's reason, and verify reports it so.
+func TestInterruptedRun(t *testing.T) {
+	s := startStack(t, fmt.Sprintf(benchBackends, ""))
+	c, err := client.New(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := &hookProgress{onServed: func(n int) {
+		if n == 5 {
+			cancel()
+		}
+	}}
+	rep, err := Run(ctx, c, testWorkload(t, ""), Options{Progress: p})
+	if !errors.Is(err, ErrInterrupted) || rep == nil {
+		t.Fatalf("an interrupted run: %v", err)
+	}
+	data, err := Encode(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, problems := Verify(data, nil)
+	if len(problems) > 0 {
+		t.Fatalf("the interrupted run's report: %s", joined(problems))
+	}
+	if v.Close.Status != steward.RunIncomplete || rep.Body.Status.Complete || !strings.HasPrefix(rep.Body.Status.Incomplete, "interrupted after 5 of 13 serves") ||
+		v.Close.Reason != rep.Body.Status.Incomplete || v.Close.ServesSealed != uint64(len(rep.Body.Serves)) || len(rep.Body.Serves) < 5 {
+		t.Fatalf("run-close %+v; status %+v with %d serves", v.Close, rep.Body.Status, len(rep.Body.Serves))
+	}
+	// Claiming it complete is named.
+	r := clone(t, rep)
+	r.Body.Status.Complete, r.Body.Status.Incomplete = true, ""
+	if _, problems := Verify(rebuild(t, r, v.Key), nil); len(problems) == 0 || problems[0].Place != "status" {
+		t.Fatalf("an interrupted run claimed complete: %s", joined(problems))
+	}
+}
+
+// TestVerifyRefusesV1: a report of the earlier format, whose sections
+// were vouched for only by a signature the daemon gave any caller, is
+// refused by name.
+func TestVerifyRefusesV1(t *testing.T) {
+	_, problems := Verify([]byte(`{"attestation":"","body":{"format":"meshd-bench-report/v1"}}`+"\n"), nil)
+	if len(problems) != 1 || !strings.Contains(problems[0].String(), "a meshd-bench-report/v1 bench report: this verifier reads meshd-bench-report/v2 only") {
+		t.Fatalf("a v1 report: %s", joined(problems))
+	}
 }
