@@ -511,22 +511,90 @@ func fileDigests(data []byte, canonical bool) (map[string]string, error) {
 		}
 		return sectionDigests(&rep.Body)
 	}
-	var top struct {
-		Body map[string]json.RawMessage `json:"body"`
+	body, err := canonicalMember(data, "body")
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(data, &top); err != nil {
+	members, err := canonicalMembers(body)
+	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]string, len(digestSections))
 	for _, k := range digestSections {
-		raw, ok := top.Body[k]
+		raw, ok := members[k]
 		if !ok {
-			raw = json.RawMessage("null")
+			raw = []byte("null")
 		}
 		sum := sha256.Sum256(raw)
 		out[k] = hex.EncodeToString(sum[:])
 	}
 	return out, nil
+}
+
+// canonicalMembers splits a JSON object in canonical form (no
+// whitespace) into its members' values, by a scan that only tracks
+// strings and nesting: the file was parsed already.
+func canonicalMembers(obj []byte) (map[string][]byte, error) {
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return nil, errors.New("not a JSON object")
+	}
+	out := map[string][]byte{}
+	i := 1
+	for i < len(obj)-1 {
+		if obj[i] != '"' {
+			return nil, fmt.Errorf("byte %d: want a member name", i)
+		}
+		end := skipString(obj, i)
+		var key string
+		if err := json.Unmarshal(obj[i:end], &key); err != nil || end >= len(obj) || obj[end] != ':' {
+			return nil, fmt.Errorf("byte %d: a member name", i)
+		}
+		start := end + 1
+		j, depth := start, 0
+		for ; j < len(obj)-1; j++ {
+			switch c := obj[j]; {
+			case c == '"':
+				j = skipString(obj, j) - 1
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				depth--
+			case c == ',' && depth == 0:
+				goto member
+			}
+		}
+	member:
+		out[key] = obj[start:j]
+		i = j + 1
+	}
+	return out, nil
+}
+
+// skipString is the index just past the JSON string that begins at i.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// canonicalMember is the value of member name of the canonical object
+// data (a whole file, its trailing newline allowed).
+func canonicalMember(data []byte, name string) ([]byte, error) {
+	m, err := canonicalMembers(bytes.TrimSuffix(data, []byte("\n")))
+	if err != nil {
+		return nil, err
+	}
+	v, ok := m[name]
+	if !ok {
+		return nil, fmt.Errorf("no %q member", name)
+	}
+	return v, nil
 }
 
 // canonicalProblems checks that data is its own RFC 8785 form and one
