@@ -228,6 +228,7 @@ func TestTamperAsBenchmarker(t *testing.T) {
 		}
 	}
 	worst := worstRep(t, tr.rep, tr.key)
+	var tamperRows [][3]string
 	u64 := func(v uint64) *uint64 { return &v }
 	board := func(from, to string) func(*testing.T, *Body) {
 		return func(t *testing.T, b *Body) {
@@ -336,8 +337,6 @@ func TestTamperAsBenchmarker(t *testing.T) {
 		t.Fatalf("%d edits, %d undetected", len(tamperRows), undetected)
 	}
 }
-
-var tamperRows [][3]string
 
 func shorten(s string, n int) string {
 	if len(s) <= n {
