@@ -159,15 +159,33 @@ func (a *Agent) OpenRun(ctx context.Context, d RunOpen) (*SealedRecord, error) {
 // have ended: "complete" iff every declared serve was sealed and reason is
 // empty, else "incomplete" with the reason (or the shortfall).
 func (a *Agent) CloseRun(ctx context.Context, seq uint64, reason string) (*SealedRecord, error) {
-	if reason != "" && !steward.PrintableLine(reason, maxRunText) {
+	return a.CloseRunWith(ctx, seq, RunClose{Reason: reason})
+}
+
+// RunClose is what a client may state when it closes a run.
+type RunClose struct {
+	// Reason says why the run is incomplete; "" asks for complete.
+	Reason string
+	// TraceSHA256 is the caller's digest of what it recorded beside the
+	// run (64 lower-case hex), sealed in the run-close as its declaration;
+	// "" declares none.
+	TraceSHA256 string
+}
+
+// CloseRunWith is CloseRun with everything a client may state.
+func (a *Agent) CloseRunWith(ctx context.Context, seq uint64, c RunClose) (*SealedRecord, error) {
+	if c.Reason != "" && !steward.PrintableLine(c.Reason, maxRunText) {
 		return nil, fmt.Errorf("close run %d: %w", seq, &FieldError{"reason", fmt.Sprintf("want a line of at most %d bytes, no control characters", maxRunText)})
 	}
-	return a.closeRun(ctx, seq, reason, false)
+	if c.TraceSHA256 != "" && !wire.IsLowerHex(c.TraceSHA256, 32) {
+		return nil, fmt.Errorf("close run %d: %w", seq, &FieldError{"trace_sha256", "want a SHA-256 as 64 lower-case hex digits"})
+	}
+	return a.closeRun(ctx, seq, c.Reason, false, c.TraceSHA256)
 }
 
 // closeRun closes seq; abandoned closes it only if it is still idle past
 // the timeout when the close begins.
-func (a *Agent) closeRun(ctx context.Context, seq uint64, reason string, abandoned bool) (*SealedRecord, error) {
+func (a *Agent) closeRun(ctx context.Context, seq uint64, reason string, abandoned bool, trace string) (*SealedRecord, error) {
 	rs := &a.runs
 	rs.mu.Lock()
 	st, ok := rs.open[seq]
@@ -202,7 +220,7 @@ func (a *Agent) closeRun(ctx context.Context, seq uint64, reason string, abandon
 	}
 	rs.mu.Lock()
 	d := steward.RunCloseDoc{Run: seq, ServesDeclared: st.declared, ServesSealed: uint64(len(st.serves)),
-		Serves: slices.Sorted(slices.Values(st.serves)), Idle: slices.Sorted(slices.Values(st.idle)), Status: steward.RunComplete, Reason: reason}
+		Serves: slices.Sorted(slices.Values(st.serves)), Idle: slices.Sorted(slices.Values(st.idle)), Status: steward.RunComplete, Reason: reason, TraceSHA256: trace}
 	rs.mu.Unlock()
 	if d.ServesSealed != d.ServesDeclared && d.Reason == "" {
 		d.Reason = fmt.Sprintf("%d of %d declared serves sealed", d.ServesSealed, d.ServesDeclared)
@@ -232,7 +250,7 @@ func (a *Agent) CloseAbandoned(ctx context.Context) ([]*SealedRecord, error) {
 	var out []*SealedRecord
 	var errs []error
 	for _, seq := range a.OpenRuns() {
-		rec, err := a.closeRun(ctx, seq, reason, true)
+		rec, err := a.closeRun(ctx, seq, reason, true, "")
 		switch {
 		case err != nil && !errors.Is(err, ErrRunNotOpen):
 			errs = append(errs, err)
@@ -249,7 +267,7 @@ func (a *Agent) CloseRuns(ctx context.Context, reason string) ([]*SealedRecord, 
 	var out []*SealedRecord
 	var errs []error
 	for _, seq := range a.OpenRuns() {
-		rec, err := a.closeRun(ctx, seq, reason, false)
+		rec, err := a.closeRun(ctx, seq, reason, false, "")
 		switch {
 		case err != nil && !errors.Is(err, ErrRunNotOpen):
 			errs = append(errs, err)

@@ -222,8 +222,8 @@ func VerifyFleet(data []byte, trust ed25519.PublicKey) (*VerifiedFleet, []Proble
 	add := func(place, format string, a ...any) { problems = append(problems, problemf(place, format, a...)) }
 	body := &rep.Body
 	problems = append(problems, canonicalProblems(data)...)
-	if body.Format != Format {
-		add("format", "%q, want %q", body.Format, Format)
+	if body.Format != FleetFormat {
+		add("format", "%q, want %q", body.Format, FleetFormat)
 	}
 	if body.Kind != FleetKind {
 		add("kind", "%q, want %q", body.Kind, FleetKind)
@@ -449,7 +449,7 @@ func BuildFleet(ctx context.Context, js jetstream.JetStream, o FleetOptions) (*F
 		return nil, err
 	}
 	body := FleetBody{
-		Format: Format, Kind: FleetKind, Operator: o.Key.ID(),
+		Format: FleetFormat, Kind: FleetKind, Operator: o.Key.ID(),
 		Status: FleetStatus{GeneratedUnixMs: o.Now().UnixMilli(), Harness: o.Harness, Stream: o.Stream,
 			StreamSeq: pos, Messages: vr.Messages, Trusted: len(o.Trusted)},
 		Boards: []FleetBoard{}, Problems: []string{},

@@ -20,33 +20,40 @@ import (
 	"meshd/steward"
 )
 
-// Format names the report layout, and is the attestation's purpose.
-const Format = "meshd-bench-report/v1"
+// Format names the bench report layout. v2 reports carry the run's
+// sealed records and no attestation: every section follows from the
+// chain (PROFILE §20).
+const Format = "meshd-bench-report/v2"
+
+// FleetFormat names the fleet report layout (PROFILE §21), which the
+// operator's own key signs.
+const FleetFormat = "meshd-bench-report/v1"
 
 // traceNote says in the report itself what the trace is not.
 const traceNote = "display data, not evidence: live power readings sampled for plots; nothing in the summary is computed from them"
 
-// Report is the file: the body and the steward's attestation over
-// the SHA-256 of the body's canonical JSON.
+// Report is the file. A v2 bench report has no signature of its own:
+// the steward signed every receipt and record of the run as it was
+// sealed, and the checkpoint anchors them, so nothing needs signing after
+// the run.
 type Report struct {
 	Body Body `json:"body"`
-	// Attestation is the COSE_Sign1 envelope of an api.Attestation, in
-	// standard base64; empty when the daemon could not be asked for one.
-	Attestation string `json:"attestation"`
 }
 
-// Body is everything the attestation covers.
+// Body is the report's content.
 type Body struct {
 	Format string `json:"format"`
-	// Steward is the key (64 hex) every envelope, the checkpoint and the
-	// attestation are signed with.
+	// Steward is the key (64 hex) every envelope and the checkpoint are
+	// signed with.
 	Steward  string   `json:"steward"`
 	Status   Status   `json:"status"`
 	Workload Workload `json:"workload"`
-	// Board is GET /v1/node as the daemon answered: the board, the meshd
-	// version, the meter inventory and the backends.
+	// Board is the board, meter inventory and meshd version the steward
+	// sealed in the run-open document: {"board", "meters", "version"}.
 	Board json.RawMessage `json:"board"`
-	Idle  IdleSection     `json:"idle"`
+	// Run holds the run's sealed run-open and run-close documents.
+	Run  RunSection  `json:"run"`
+	Idle IdleSection `json:"idle"`
 	// Serves maps each serve the harness made to its receipt.
 	Serves  []Serve      `json:"serves"`
 	Chain   Chain        `json:"chain"`
@@ -57,18 +64,39 @@ type Body struct {
 	Digests map[string]string `json:"digests"`
 }
 
-// Status says whether the run finished and when it ran.
+// Status says whether the run finished and when it ran: the run-close's
+// status and reason, and the run-open's and run-close's seal times.
 type Status struct {
 	Complete bool `json:"complete"`
-	// Incomplete says why not: interrupted, a serve failed, ...
+	// Incomplete is the run-close's reason when the run is incomplete.
 	Incomplete    string `json:"incomplete,omitempty"`
 	StartedUnixMs int64  `json:"started_unix_ms"`
 	EndedUnixMs   int64  `json:"ended_unix_ms"`
-	// Harness is the meshctl that ran it.
+	// Harness is the meshctl that ran it, and Caller the label it gave,
+	// as the run-open declared them.
 	Harness string `json:"harness"`
+	Caller  string `json:"caller"`
 }
 
-// IdleSection is the idle baseline: windows with no serve on the
+// RunSection is the run's two sealed records and what the segment held
+// besides the run.
+type RunSection struct {
+	Open  RecordRef `json:"open"`
+	Close RecordRef `json:"close"`
+	// Others counts the segment's receipts that are not the run's (other
+	// callers' serves and records sealed while it ran): enclosed for the
+	// links, never part of a figure.
+	Others int `json:"others"`
+}
+
+// RecordRef is a sealed record of the run: its receipt's sequence and
+// the document its request_id addresses, in standard base64.
+type RecordRef struct {
+	Sequence uint64 `json:"sequence"`
+	Document string `json:"document"`
+}
+
+// IdleSection is the idle baseline: the run's idle records on the
 // backend's span, before the measured serves and after them.
 type IdleSection struct {
 	Backend string           `json:"backend,omitempty"`
@@ -76,13 +104,15 @@ type IdleSection struct {
 	After   *IdleMeasurement `json:"after,omitempty"`
 }
 
-// IdleMeasurement is one idle window as asked and as answered; Error says
-// why there is no reading (an unmetered backend, a meter that measured
-// nothing, an interrupted run).
+// IdleMeasurement is one idle window as asked: the idle record sealed for
+// it (Sequence, Document), or Error saying why there is none (an
+// unmetered backend, a meter that measured nothing, an interrupted run).
+// Its figures are the record's receipt's.
 type IdleMeasurement struct {
-	Seconds float64             `json:"seconds"`
-	Reading *client.IdleReading `json:"reading,omitempty"`
-	Error   string              `json:"error,omitempty"`
+	Seconds  float64 `json:"seconds"`
+	Sequence *uint64 `json:"sequence,omitempty"`
+	Document string  `json:"document,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // Serve is one serve of the run: its coordinates in the matrix and
@@ -96,9 +126,9 @@ type Serve struct {
 	Sequence    uint64 `json:"sequence"`
 }
 
-// Chain is the chain segment from the run's first receipt to the
-// checkpoint's head, every envelope of it (other clients' included), and
-// the checkpoint sealed after the run.
+// Chain is the chain segment from the run-open record to the
+// checkpoint's head, every envelope of it (other callers' included), and
+// the checkpoint sealed after the run-close.
 type Chain struct {
 	First      uint64   `json:"first"`
 	Envelopes  []string `json:"envelopes"`
@@ -239,7 +269,7 @@ func canonicalJSON(v any) ([]byte, error) {
 
 // digestSections are the body's sections a digest is kept for, by their
 // JSON names.
-var digestSections = []string{"format", "steward", "status", "workload", "board", "idle", "serves", "chain", "summary", "trace"}
+var digestSections = []string{"format", "steward", "status", "workload", "board", "run", "idle", "serves", "chain", "summary", "trace"}
 
 // sectionDigests computes the digest of every section of body.
 func sectionDigests(body *Body) (map[string]string, error) {
@@ -269,14 +299,15 @@ func digestsOf(body any, sections []string) (map[string]string, error) {
 	return out, nil
 }
 
-// bodyDigest is what the attestation signs: SHA-256 of the body's
-// canonical JSON.
-func bodyDigest(body *Body) ([32]byte, error) {
-	c, err := canonicalJSON(body)
+// sectionSHA256 is the SHA-256 (hex) of v's canonical JSON: how the
+// run-open binds the workload and the run-close the trace.
+func sectionSHA256(v any) (string, error) {
+	c, err := canonicalJSON(v)
 	if err != nil {
-		return [32]byte{}, err
+		return "", err
 	}
-	return sha256.Sum256(c), nil
+	sum := sha256.Sum256(c)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // Encode is the report file: its canonical JSON and a newline.
@@ -290,9 +321,19 @@ func Encode(r *Report) ([]byte, error) {
 
 // Decode reads a report strictly: unknown fields and trailing data
 // are errors, and a syntax error names its byte and the field it is in.
+// A bench report of an earlier format is refused by name.
 func Decode(data []byte) (*Report, error) {
 	var r Report
 	if err := decodeStrict(data, &r, "a bench report"); err != nil {
+		// Only a file that fails is read again, for its format's name.
+		var peek struct {
+			Body struct {
+				Format string `json:"format"`
+			} `json:"body"`
+		}
+		if json.Unmarshal(data, &peek) == nil && peek.Body.Format != Format && strings.HasPrefix(peek.Body.Format, "meshd-bench-report/") {
+			return nil, fmt.Errorf("a %s bench report: this verifier reads %s only (a v1 report's non-receipt sections were vouched for by a signature the daemon gave any caller; run the benchmark again)", peek.Body.Format, Format)
+		}
 		return nil, err
 	}
 	return &r, nil

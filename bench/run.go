@@ -1,9 +1,10 @@
 package bench
 
-// Run: serve a workload against a running meshd, record the idle
-// baselines and a power trace, and return the signed report (`meshctl
-// bench run`). An interrupted run still returns its report, marked
-// incomplete, with every serve that finished.
+// Run: open a sealed run on a running meshd, serve the workload in it,
+// seal the idle baselines as records of the run, close it, and return the
+// report with the chain from the run-open to a checkpoint (`meshctl bench
+// run`). An interrupted run is still closed, incomplete, and its report
+// keeps every serve the daemon sealed.
 
 import (
 	"context"
@@ -22,6 +23,7 @@ import (
 
 	"meshd/agent/api"
 	"meshd/agent/api/client"
+	"meshd/rag"
 	"meshd/steward"
 )
 
@@ -31,29 +33,34 @@ type Options struct {
 	Progress Progress
 	// Trace records the power trace; off, the trace section is empty.
 	Trace bool
-	// Harness names the program that runs the workload in the report's
-	// status; empty, it is meshctl at this build's version.
+	// Harness names the program that runs the workload in the run-open;
+	// empty, it is meshctl at this build's version.
 	Harness string
+	// Caller labels who ran it in the run-open; empty, "meshctl bench run".
+	Caller string
 }
 
 // ErrInterrupted marks a run stopped by its context (Ctrl-C).
 var ErrInterrupted = errors.New("interrupted")
 
-// Run serves the workload w against the meshd c talks to and returns its
-// signed report. On an interruption or a failed serve it still returns
-// the report of what finished, marked incomplete, with an error saying
-// why the run stopped (ErrInterrupted when ctx ended it).
+// Run serves the workload w against the meshd c talks to, as a sealed
+// run (PROFILE §22), and returns its report. On an interruption or a
+// failed serve it still closes the run (the daemon seals it incomplete)
+// and returns the report of what finished, with an error saying why the
+// run stopped (ErrInterrupted when ctx ended it).
 func Run(ctx context.Context, c *client.Client, w *Workload, o Options) (*Report, error) {
 	p := o.Progress
 	if p == nil {
 		p = quietProgress{}
 	}
-	harness := o.Harness
+	harness, caller := o.Harness, o.Caller
 	if harness == "" {
 		harness = "meshctl " + api.Version()
 	}
-	body := &Body{Format: Format, Workload: *w,
-		Status: Status{StartedUnixMs: time.Now().UnixMilli(), Harness: harness}}
+	if caller == "" {
+		caller = "meshctl bench run"
+	}
+	body := &Body{Format: Format, Workload: *w, Status: Status{Harness: harness, Caller: caller}}
 	key, err := c.Steward(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the steward key: %w", err)
@@ -63,19 +70,33 @@ func Run(ctx context.Context, c *client.Client, w *Workload, o Options) (*Report
 	if err != nil {
 		return nil, fmt.Errorf("reading the node (GET /v1/node): %w", err)
 	}
-	body.Board = node.Raw
 	backend, metered, err := pickBackend(w, node)
 	if err != nil {
 		return nil, err
 	}
 	body.Idle.Backend = backend
 
+	warm, measured := planServes(w)
+	wsum, err := sectionSHA256(w)
+	if err != nil {
+		return nil, fmt.Errorf("the workload's canonical form: %w", err)
+	}
+	open, err := c.OpenRun(ctx, client.RunOpen{WorkloadSHA256: wsum, Repetitions: uint64(w.Matrix.Repetitions),
+		ServesDeclared: uint64(len(warm) + len(measured)), Harness: harness, Caller: caller})
+	if err != nil {
+		return nil, refusal("opening the run (POST /v1/runs)", err)
+	}
+	run := open.Sequence
+	body.Run.Open = RecordRef{Sequence: run, Document: base64.StdEncoding.EncodeToString(open.Document)}
+	if body.Board, err = boardOf(open.Document); err != nil {
+		return nil, err
+	}
+
 	var tr *tracer
 	if o.Trace {
 		tr = startTrace(ctx, c, time.Duration(w.Trace.IntervalMs)*time.Millisecond)
 	}
-	r := &runner{w: w, c: c, p: p, backend: backend}
-	warm, measured := planServes(w)
+	r := &runner{w: w, c: c, p: p, backend: backend, run: run}
 	p.Begin(len(warm) + len(measured))
 	stop := r.serveAll(ctx, warm)
 	if stop == nil {
@@ -96,37 +117,102 @@ func Run(ctx context.Context, c *client.Client, w *Workload, o Options) (*Report
 	} else {
 		body.Trace.Note = "not recorded (" + traceNote + ")"
 	}
+	reason := ""
 	switch {
 	case stop == nil:
-		body.Status.Complete = true
 	case ctx.Err() != nil:
 		stop = ErrInterrupted
-		body.Status.Incomplete = fmt.Sprintf("interrupted after %d of %d serves", len(r.done), len(warm)+len(measured))
+		reason = fmt.Sprintf("interrupted after %d of %d serves", len(r.done), len(warm)+len(measured))
 	default:
-		body.Status.Incomplete = fmt.Sprintf("stopped after %d of %d serves: %v", len(r.done), len(warm)+len(measured), stop)
+		reason = fmt.Sprintf("stopped after %d of %d serves: %v", len(r.done), len(warm)+len(measured), stop)
+		if len(reason) > 256 {
+			reason = reason[:253] + "..."
+		}
 	}
-	body.Serves = r.served()
 
-	// The evidence is gathered even when the run was interrupted: the
-	// finished serves are sealed and belong in the report.
+	// The run is closed and the evidence gathered even when the run was
+	// interrupted: the finished serves are sealed and belong in the
+	// report, and the daemon seals the run incomplete.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	bySeq, err := r.gather(fctx, body)
+	traceSum, err := sectionSHA256(body.Trace)
+	if err != nil {
+		return nil, fmt.Errorf("the trace's canonical form: %w", err)
+	}
+	cl, err := c.CloseRunWith(fctx, run, client.RunClose{Reason: reason, TraceSHA256: traceSum})
+	if err != nil {
+		return nil, refusal(fmt.Sprintf("closing run %d (POST /v1/runs/%d/close)", run, run), err)
+	}
+	cdoc, err := steward.DecodeRunCloseDoc(cl.Document)
+	if err != nil {
+		return nil, fmt.Errorf("the run-close document: %w", err)
+	}
+	body.Run.Close = RecordRef{Sequence: cl.Sequence, Document: base64.StdEncoding.EncodeToString(cl.Document)}
+	body.Status.Complete = cdoc.Status == steward.RunComplete
+	body.Status.Incomplete = cdoc.Reason
+	body.Status.StartedUnixMs = sealedMs(open.Receipt)
+	body.Status.EndedUnixMs = sealedMs(cl.Receipt)
+
+	bySeq, err := r.gather(fctx, body, run)
 	if err != nil {
 		return nil, err
 	}
+	// The daemon's count is the record: a serve it sealed whose answer
+	// the harness never read (an interruption between seal and reply) is
+	// found in the chain by its request id.
+	if err := r.reconcile(cdoc, bySeq, append(warm, measured...)); err != nil {
+		return nil, err
+	}
+	body.Serves = r.served()
+	body.Run.Others = countOthers(bySeq, run)
 	if body.Summary, err = Summarise(w, body.Serves, bySeq, body.Idle); err != nil {
 		return nil, err
 	}
-	body.Status.EndedUnixMs = time.Now().UnixMilli()
-	rep, err := seal(fctx, c, body)
-	if err != nil {
-		return nil, err
+	if body.Digests, err = sectionDigests(body); err != nil {
+		return nil, fmt.Errorf("report digests: %w", err)
 	}
+	rep := &Report{Body: *body}
 	if stop != nil {
 		return rep, stop
 	}
 	return rep, nil
+}
+
+// sealedMs is a record's x_sealed_unix_ms (0 when it has none, which a
+// record always has).
+func sealedMs(r *steward.Receipt) int64 {
+	if r == nil || r.SealedUnixMs == nil {
+		return 0
+	}
+	return int64(*r.SealedUnixMs)
+}
+
+// boardOf is the report's board section from a run-open document: the
+// board, meter inventory and version the steward sealed at open.
+func boardOf(doc []byte) (json.RawMessage, error) {
+	d, err := steward.DecodeRunOpenDoc(doc)
+	if err != nil {
+		return nil, fmt.Errorf("the run-open document: %w", err)
+	}
+	ver, _ := json.Marshal(d.Version)
+	raw := []byte(`{"board":` + d.Board + `,"meters":` + d.Meters + `,"version":` + string(ver) + `}`)
+	c, err := rag.Canonical(raw)
+	if err != nil {
+		return nil, fmt.Errorf("the run-open document's board and meters are not JSON: %w", err)
+	}
+	return c, nil
+}
+
+// countOthers counts the segment's receipts that are not run's: neither
+// its run-open nor carrying x_run = run.
+func countOthers(bySeq map[uint64]*steward.Opened, run uint64) int {
+	n := 0
+	for seq, o := range bySeq {
+		if seq != run && (o.Receipt.Run == nil || *o.Receipt.Run != run) {
+			n++
+		}
+	}
+	return n
 }
 
 // pickBackend finds the backend that serves the workload's recipe, and
@@ -182,6 +268,7 @@ type runner struct {
 	c       *client.Client
 	p       Progress
 	backend string
+	run     uint64
 
 	mu   sync.Mutex
 	done []Serve
@@ -238,8 +325,9 @@ feed:
 // names the workload's model.
 func (r *runner) serveOne(ctx context.Context, job Serve) error {
 	fl := uint8(r.w.Request.FidelityFloor)
+	run := r.run
 	s, err := r.c.Serve(ctx, client.ServeRequest{Prompt: benchPrompt(job.PromptWords, job.MaxTokens, job.Rep, job.Warmup),
-		MaxTokens: uint32(job.MaxTokens), FidelityFloor: &fl, JouleCeilingUJ: r.w.Request.JouleCeilingUJ})
+		MaxTokens: uint32(job.MaxTokens), FidelityFloor: &fl, JouleCeilingUJ: r.w.Request.JouleCeilingUJ, Run: &run})
 	if err != nil {
 		return refusal(fmt.Sprintf("serve %d (%s)", job.Index, Cell{job.PromptWords, job.MaxTokens}), err)
 	}
@@ -281,31 +369,62 @@ func (r *runner) idle(ctx context.Context, seconds float64, metered bool) *IdleM
 		return m
 	}
 	r.p.Note(fmt.Sprintf("idle: measuring %gs on %s's span", seconds, r.backend))
-	rd, err := r.c.Idle(ctx, r.backend, seconds)
+	run := r.run
+	rec, rd, err := r.c.IdleRecord(ctx, r.backend, seconds, &run)
 	if err != nil {
 		m.Error = err.Error()
 		r.p.Note("idle: " + m.Error)
 		return m
 	}
-	m.Reading = rd
-	r.p.Note(fmt.Sprintf("idle: %s W mean (%s, ±%d µJ over %s)", Milli(rd.MeanPowerUW/1000).String(), rd.Provenance, rd.ErrorUJ,
-		time.Duration(rd.WindowNs).Round(time.Millisecond)))
+	seq := rec.Sequence
+	m.Sequence, m.Document = &seq, base64.StdEncoding.EncodeToString(rec.Document)
+	r.p.Note(fmt.Sprintf("idle: %s W mean (%s, ±%d µJ over %s), sealed as record %d", Milli(rd.MeanPowerUW/1000).String(), rd.Provenance, rd.ErrorUJ,
+		time.Duration(rd.WindowNs).Round(time.Millisecond), seq))
 	return m
 }
 
+// reconcile adds to the finished serves any serve the run-close counts
+// that the harness did not see answered, matched by its request id
+// among the planned serves.
+func (r *runner) reconcile(d steward.RunCloseDoc, bySeq map[uint64]*steward.Opened, planned []Serve) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	have := map[uint64]bool{}
+	taken := map[int]bool{}
+	for _, s := range r.done {
+		have[s.Sequence], taken[s.Index] = true, true
+	}
+	for _, seq := range d.Serves {
+		if have[seq] {
+			continue
+		}
+		o := bySeq[seq]
+		if o == nil {
+			return fmt.Errorf("the run-close counts serve %d, which is not in the chain segment", seq)
+		}
+		found := false
+		for _, job := range planned {
+			id, err := benchRequestID(r.w, &job)
+			if err != nil || taken[job.Index] || id != o.Receipt.RequestID {
+				continue
+			}
+			job.Sequence, taken[job.Index], found = seq, true, true
+			r.done = append(r.done, job)
+			break
+		}
+		if !found {
+			return fmt.Errorf("the run-close counts receipt %d, which answers none of the run's planned serves", seq)
+		}
+	}
+	return nil
+}
+
 // gather fetches a checkpoint sealed now and the chain segment from the
-// run's first receipt to the checkpoint's head, so the head anchors every
-// receipt of the run and the segment links them.
-func (r *runner) gather(ctx context.Context, body *Body) (map[uint64]*steward.Opened, error) {
+// run-open to the checkpoint's head, so the head anchors every record and
+// serve of the run and the segment links them.
+func (r *runner) gather(ctx context.Context, body *Body, first uint64) (map[uint64]*steward.Opened, error) {
 	bySeq := map[uint64]*steward.Opened{}
 	body.Chain.Envelopes = []string{}
-	if len(body.Serves) == 0 {
-		return bySeq, nil
-	}
-	first := body.Serves[0].Sequence
-	for _, s := range body.Serves {
-		first = min(first, s.Sequence)
-	}
 	cp, err := r.c.Checkpoint(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sealing the checkpoint that anchors the run: %w", err)
@@ -329,27 +448,6 @@ func (r *runner) gather(ctx context.Context, body *Body) (map[uint64]*steward.Op
 		after = next
 	}
 	return bySeq, nil
-}
-
-// seal computes the digests, asks the steward to attest the body and
-// checks the report as verify will.
-func seal(ctx context.Context, c *client.Client, body *Body) (*Report, error) {
-	var err error
-	body.Digests = nil
-	if body.Digests, err = sectionDigests(body); err != nil {
-		return nil, fmt.Errorf("report digests: %w", err)
-	}
-	sum, err := bodyDigest(body)
-	if err != nil {
-		return nil, fmt.Errorf("report: canonical form: %w", err)
-	}
-	rep := &Report{Body: *body}
-	env, err := c.Attest(ctx, Format, sum)
-	if err != nil {
-		return nil, fmt.Errorf("asking the steward to attest the report (POST /v1/attest): %w", err)
-	}
-	rep.Attestation = base64.StdEncoding.EncodeToString(env)
-	return rep, nil
 }
 
 // WriteFile writes the report file whole or not at all.

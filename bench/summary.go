@@ -126,18 +126,24 @@ func medianBound(lo, hi []int64) *Interval {
 }
 
 // idleBaseline is the idle power subtracted for net figures, and its
-// bound: the mean of the measured idle powers (each energy_uj × 10⁹ /
-// window_ns, floor), and the largest of their bounds as power
-// (error_uj × 10⁹ / window_ns, ceiling) plus the mean's rounding.
-func idleBaseline(idle IdleSection) (*uint64, *uint64) {
+// bound, from the run's sealed idle records only (never a JSON answer):
+// the mean of their powers (each record's charged energy × 10⁹ /
+// x_window_ns, floor), and the largest of their bounds as power
+// (x_error_uj × 10⁹ / x_window_ns, ceiling) plus the mean's rounding. An
+// idle section without a record in bySeq counts for nothing.
+func idleBaseline(idle IdleSection, bySeq map[uint64]*steward.Opened) (*uint64, *uint64) {
 	var powers, bounds []uint64
 	for _, m := range []*IdleMeasurement{idle.Before, idle.After} {
-		if m == nil || m.Reading == nil || m.Reading.WindowNs == 0 || m.Reading.Provenance == "Estimator" {
+		if m == nil || m.Sequence == nil || bySeq[*m.Sequence] == nil {
 			continue
 		}
-		r := m.Reading
-		powers = append(powers, uint64(divFloor(new(big.Int).Mul(u(r.EnergyUJ), bigBillion), u(r.WindowNs))))
-		bounds = append(bounds, uint64(divCeil(new(big.Int).Mul(u(r.ErrorUJ), bigBillion), u(r.WindowNs))))
+		r := bySeq[*m.Sequence].Receipt
+		e, err := r.Energy()
+		if err != nil || r.EnergyProvenance == "Estimator" || r.WindowNs == nil || *r.WindowNs == 0 || r.ErrorUJ == nil {
+			continue
+		}
+		powers = append(powers, uint64(divFloor(new(big.Int).Mul(u(e.UJ()), bigBillion), u(*r.WindowNs))))
+		bounds = append(bounds, uint64(divCeil(new(big.Int).Mul(u(*r.ErrorUJ), bigBillion), u(*r.WindowNs))))
 	}
 	if len(powers) == 0 {
 		return nil, nil
@@ -155,11 +161,12 @@ func idleBaseline(idle IdleSection) (*uint64, *uint64) {
 }
 
 // Summarise computes the summary from the receipts the serves point at
-// and the idle readings. It is the only place a summary figure is made.
-// It fails when a serve's receipt is not in the segment.
+// and the run's idle records (both looked up in bySeq). It is the only
+// place a summary figure is made. It fails when a serve's receipt is not
+// in the segment.
 func Summarise(w *Workload, serves []Serve, bySeq map[uint64]*steward.Opened, idle IdleSection) (Summary, error) {
 	var out Summary
-	out.IdleUW, out.IdleErrorUW = idleBaseline(idle)
+	out.IdleUW, out.IdleErrorUW = idleBaseline(idle, bySeq)
 	for _, c := range w.Cells() {
 		sc := CellSummary{PromptWords: c.Prompt, MaxTokens: c.Output}
 		var rs []*steward.Receipt
@@ -171,6 +178,12 @@ func Summarise(w *Workload, serves []Serve, bySeq map[uint64]*steward.Opened, id
 			o := bySeq[s.Sequence]
 			if o == nil {
 				return Summary{}, fmt.Errorf("serve %d: its receipt (sequence %d) is not in the chain segment", s.Index, s.Sequence)
+			}
+			// A serve the router sent to another backend is in the run
+			// (the run-close counts it) but measures something else: it
+			// stops the run and counts in no figure.
+			if o.Receipt.Recipe != w.Model.Resolved || idle.Backend != "" && o.Receipt.Backend != idle.Backend {
+				continue
 			}
 			rs = append(rs, o.Receipt)
 		}

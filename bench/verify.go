@@ -1,18 +1,22 @@
 package bench
 
 // Verify: check a report from its bytes alone (`meshctl bench verify`):
-// every envelope, the chain, the checkpoint, each serve's receipt, every
-// summary figure recomputed, the section digests and the steward's
-// attestation, naming the place of every problem found.
+// every envelope, the chain, the checkpoint, the run's sealed records and
+// what they bind, each serve's receipt, every summary figure recomputed
+// and the section digests, naming the place of every problem found.
 
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,7 +26,7 @@ import (
 )
 
 // Problem is one thing wrong with a report, at its place: a section
-// ("attestation", "digests"), an envelope ("chain.envelopes[3] (receipt
+// ("board", "digests"), a record ("run.close (receipt sequence 30)"), an envelope ("chain.envelopes[3] (receipt
 // sequence 7)"), a serve, or a summary figure ("summary cell 4×8
 // (summary.cells[0]) gross_uj_per_token.max"). Verify lists the evidence
 // first, so the first problem is the most specific.
@@ -75,8 +79,9 @@ type Verified struct {
 	bySeq    map[uint64]*steward.Opened
 	// Checkpoint anchors the segment's last receipt.
 	Checkpoint *steward.SignedCheckpoint
-	// Attestation is the steward's signature over the body.
-	Attestation *api.Attestation
+	// Open and Close are the run's sealed documents.
+	Open  *steward.RunOpenDoc
+	Close *steward.RunCloseDoc
 	// Node is the board section, read.
 	Node Node
 }
@@ -108,11 +113,14 @@ func (n Node) Label() string {
 
 // Verify verifies a bench report file (Kind "") from its bytes alone. It
 // returns the report (nil when it cannot be read at all) and every
-// problem, each at its place:
-// the evidence first (envelopes, chain, checkpoint, serves, summary), then
-// the section digests, the run's completeness and the attestation, so the
-// first problem is the most specific. trust, when set, is the key the
-// report must be signed with.
+// problem, each at its place. The figures follow from the chain alone:
+// the run-open binds the workload, the repetitions and the board; the
+// run-close the set of serves, the idle records, the status and the
+// trace; the checkpoint anchors the run-close. Evidence is checked first
+// (envelopes, chain, checkpoint, run records, idle records, serves,
+// summary), then the section digests and completeness, so the first
+// problem is the most specific. trust, when set, is the key the report
+// must be signed with.
 func Verify(data []byte, trust ed25519.PublicKey) (*Verified, []Problem) {
 	rep, err := Decode(data)
 	if err != nil {
@@ -124,7 +132,9 @@ func Verify(data []byte, trust ed25519.PublicKey) (*Verified, []Problem) {
 	body := &rep.Body
 
 	// Canonical form: every byte of the file is significant.
-	problems = append(problems, canonicalProblems(data)...)
+	cp := canonicalProblems(data)
+	canonical := len(cp) == 0
+	problems = append(problems, cp...)
 	if body.Format != Format {
 		add("format", "%q, want %q", body.Format, Format)
 	}
@@ -137,8 +147,9 @@ func Verify(data []byte, trust ed25519.PublicKey) (*Verified, []Problem) {
 		add("steward", "the report is signed by %s, not by the trusted key %s", body.Steward, hex.EncodeToString(trust))
 	}
 	if err := json.Unmarshal(body.Board, &v.Node); err != nil {
-		add("board", "not GET /v1/node's answer: %v", err)
+		add("board", "not the run-open's board section: %v", err)
 	}
+	v.Node.Steward = body.Steward
 	w := &body.Workload
 	if err := w.Check(); err != nil {
 		add("workload", "%v", err)
@@ -149,15 +160,259 @@ func Verify(data []byte, trust ed25519.PublicKey) (*Verified, []Problem) {
 	v.bySeq, v.Receipts, err = openSegment(body.Chain, v.Key)
 	if err != nil {
 		problems = append(problems, problemOf("chain", err))
-	}
-	if len(body.Serves) > 0 && err == nil {
+		v.bySeq = nil
+	} else {
 		v.Checkpoint, err = checkAnchor(body.Chain, v.Receipts, v.Key)
 		if err != nil {
 			add("chain.checkpoint", "%v", err)
 		}
 	}
+	if v.bySeq == nil {
+		return v, problems
+	}
 
-	// Each serve and its receipt.
+	// The run: its records, then what they bind.
+	problems = append(problems, v.checkRun(body)...)
+	problems = append(problems, v.checkIdle(body)...)
+	problems = append(problems, v.checkServes(body)...)
+	problems = append(problems, v.checkSegment(body)...)
+
+	// Every summary figure, recomputed by the function that made it.
+	got, err := Summarise(w, body.Serves, v.bySeq, body.Idle)
+	if err != nil {
+		add("summary", "%v", err)
+	} else {
+		problems = append(problems, diffSummary(body.Summary, got)...)
+	}
+
+	// The section digests name a section a third party altered. A file in
+	// its canonical form holds each section's canonical JSON as it is, so
+	// the digests are taken over those bytes rather than a second
+	// canonicalisation of the whole body.
+	if got, err := fileDigests(data, canonical); err != nil {
+		add("digests", "%v", err)
+	} else {
+		problems = append(problems, digestProblems(body.Digests, got)...)
+	}
+	problems = append(problems, checkCounts(body)...)
+	return v, problems
+}
+
+// recordAt opens the run's record of kind at ref: its document decoded
+// from base64, its receipt in the segment, of that kind, the document
+// checked against its request_id. The error is placed at where.
+func (v *Verified) recordAt(where string, ref RecordRef, kind string) (*steward.Receipt, []byte, error) {
+	doc, err := base64.StdEncoding.Strict().DecodeString(ref.Document)
+	if err != nil {
+		return nil, nil, at(where, "the document is not base64: %w", err)
+	}
+	o := v.bySeq[ref.Sequence]
+	if o == nil {
+		return nil, nil, at(where, "the record is not in the chain segment")
+	}
+	r := o.Receipt
+	if r.Record == nil || *r.Record != kind {
+		return nil, nil, at(where, "receipt %d is %s, not a %s record", ref.Sequence, recordKind(r), kind)
+	}
+	if err := steward.CheckRecordDocument(r, doc); err != nil {
+		return nil, nil, at(where, "%w", err)
+	}
+	return r, doc, nil
+}
+
+func recordKind(r *steward.Receipt) string {
+	if r.Record == nil {
+		return "a serve"
+	}
+	return "a " + *r.Record + " record"
+}
+
+func recordPlace(name string, seq uint64) string {
+	return fmt.Sprintf("%s (receipt sequence %d)", name, seq)
+}
+
+// checkRun checks the run-open and run-close records and what they bind:
+// the workload, repetitions, declared serves, harness, caller, board,
+// status, seal times and trace.
+func (v *Verified) checkRun(body *Body) []Problem {
+	var out []Problem
+	add := func(place, format string, a ...any) { out = append(out, problemf(place, format, a...)) }
+	w := &body.Workload
+	openAt := recordPlace("run.open", body.Run.Open.Sequence)
+	if body.Run.Open.Sequence != body.Chain.First {
+		add(openAt, "the run-open must begin the chain segment, which begins at sequence %d", body.Chain.First)
+	}
+	or, odoc, err := v.recordAt(openAt, body.Run.Open, steward.RecordRunOpen)
+	if err != nil {
+		out = append(out, problemOf(openAt, err))
+	} else if d, err := steward.DecodeRunOpenDoc(odoc); err != nil {
+		add(openAt, "%v", err)
+	} else {
+		v.Open = &d
+		warm, measured := planServes(w)
+		switch wsum, err := sectionSHA256(w); {
+		case err != nil:
+			add("workload", "no canonical form: %v", err)
+		case d.WorkloadSHA256 != wsum:
+			add(openAt, "binds workload SHA-256 %s; the report's workload section is %s", d.WorkloadSHA256, wsum)
+		}
+		if d.Repetitions != uint64(w.Matrix.Repetitions) {
+			add(openAt, "declares %d repetitions, the report's workload %d", d.Repetitions, w.Matrix.Repetitions)
+		}
+		if want := uint64(len(warm) + len(measured)); d.ServesDeclared != want {
+			add(openAt, "declares %d serves, the report's workload plans %d", d.ServesDeclared, want)
+		}
+		if d.Harness != body.Status.Harness {
+			add(openAt, "declares harness %q, status.harness is %q", d.Harness, body.Status.Harness)
+		}
+		if d.Caller != body.Status.Caller {
+			add(openAt, "declares caller %q, status.caller is %q", d.Caller, body.Status.Caller)
+		}
+		if ms := sealedMs(or); body.Status.StartedUnixMs != ms {
+			add("status.started_unix_ms", "%d, the run-open was sealed at %d", body.Status.StartedUnixMs, ms)
+		}
+		if want, err := boardOf(odoc); err != nil {
+			add(openAt, "%v", err)
+		} else if got, err := rag.Canonical(body.Board); err != nil || !bytes.Equal(got, want) {
+			add("board", "is not what the steward sealed at run open (%s): %s", openAt, firstDiff(body.Board, want))
+		}
+	}
+
+	closeAt := recordPlace("run.close", body.Run.Close.Sequence)
+	cr, cdoc, err := v.recordAt(closeAt, body.Run.Close, steward.RecordRunClose)
+	if err != nil {
+		return append(out, problemOf(closeAt, err))
+	}
+	d, err := steward.DecodeRunCloseDoc(cdoc)
+	if err != nil {
+		return append(out, problemf(closeAt, "%v", err))
+	}
+	v.Close = &d
+	if d.Run != body.Run.Open.Sequence {
+		add(closeAt, "closes run %d, not this run (%d)", d.Run, body.Run.Open.Sequence)
+	}
+	if v.Open != nil && d.ServesDeclared != v.Open.ServesDeclared {
+		add(closeAt, "%d serves declared, the run-open %d", d.ServesDeclared, v.Open.ServesDeclared)
+	}
+	if complete := d.Status == steward.RunComplete; body.Status.Complete != complete || body.Status.Incomplete != d.Reason {
+		add("status", "complete %v (%q); the run-close sealed %s (%q)", body.Status.Complete, body.Status.Incomplete, d.Status, d.Reason)
+	}
+	if ms := sealedMs(cr); body.Status.EndedUnixMs != ms {
+		add("status.ended_unix_ms", "%d, the run-close was sealed at %d", body.Status.EndedUnixMs, ms)
+	}
+	switch tsum, err := sectionSHA256(body.Trace); {
+	case err != nil:
+		add("trace", "no canonical form: %v", err)
+	case d.TraceSHA256 == "":
+		add(closeAt, "declares no trace_sha256: the trace is bound to nothing")
+	case d.TraceSHA256 != tsum:
+		add("trace", "its SHA-256 is %s; the run-close (%s) sealed the harness's %s", tsum, closeAt, d.TraceSHA256)
+	}
+	return out
+}
+
+// firstDiff says where two JSON texts first differ, for a person.
+func firstDiff(got, want []byte) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	if i >= len(want) {
+		return fmt.Sprintf("the report's has %d bytes more", len(got)-len(want))
+	}
+	return fmt.Sprintf("from byte %d, in %s", i, pathAt(want, int64(i)))
+}
+
+// checkIdle checks the idle sections are exactly the run's idle records
+// (the run-close's idle list), each on the run's backend, as long as the
+// workload asks, before (or after) every measured serve.
+func (v *Verified) checkIdle(body *Body) []Problem {
+	var out []Problem
+	w := &body.Workload
+	var first, last uint64
+	for i, s := range body.Serves {
+		if s.Warmup {
+			continue
+		}
+		if first == 0 || s.Sequence < first {
+			first = s.Sequence
+		}
+		if i == 0 || s.Sequence > last {
+			last = s.Sequence
+		}
+	}
+	stated := map[uint64]string{}
+	for _, m := range []struct {
+		name    string
+		m       *IdleMeasurement
+		seconds float64
+	}{{"idle.before", body.Idle.Before, w.Idle.BeforeSeconds}, {"idle.after", body.Idle.After, w.Idle.AfterSeconds}} {
+		if m.m == nil || m.m.Sequence == nil {
+			if m.m != nil && m.m.Document != "" {
+				out = append(out, problemf(m.name, "a document without its record's sequence"))
+			}
+			continue
+		}
+		seq := *m.m.Sequence
+		where := recordPlace(m.name, seq)
+		if other, dup := stated[seq]; dup {
+			out = append(out, problemf(where, "is also %s", other))
+			continue
+		}
+		stated[seq] = m.name
+		r, doc, err := v.recordAt(where, RecordRef{Sequence: seq, Document: m.m.Document}, steward.RecordIdle)
+		if err != nil {
+			out = append(out, problemOf(where, err))
+			continue
+		}
+		d, _ := steward.DecodeIdleDoc(doc) // CheckRecordDocument decoded it
+		switch {
+		case d.Run == nil || *d.Run != body.Run.Open.Sequence:
+			out = append(out, problemf(where, "is an idle record of %s, not of this run (%d)", runName(d.Run), body.Run.Open.Sequence))
+		case r.Backend != body.Idle.Backend:
+			out = append(out, problemf(where, "measured backend %s, the run's is %s", r.Backend, body.Idle.Backend))
+		case m.m.Seconds != m.seconds || d.DurationMs != uint64(math.Round(m.seconds*1000)):
+			out = append(out, problemf(where, "a %d ms window stated as %gs; the workload asks for %gs", d.DurationMs, m.m.Seconds, m.seconds))
+		case m.name == "idle.before" && first != 0 && seq > first:
+			out = append(out, problemf(where, "sealed after the first measured serve (sequence %d)", first))
+		case m.name == "idle.after" && seq < last:
+			out = append(out, problemf(where, "sealed before the last measured serve (sequence %d)", last))
+		}
+	}
+	if v.Close == nil {
+		return out
+	}
+	for _, seq := range v.Close.Idle {
+		if _, ok := stated[seq]; !ok {
+			out = append(out, problemf(recordPlace("idle", seq), "the run-close lists this idle record of the run; the report's idle section leaves it out"))
+		}
+	}
+	sealed := map[uint64]bool{}
+	for _, seq := range v.Close.Idle {
+		sealed[seq] = true
+	}
+	for _, seq := range slices.Sorted(maps.Keys(stated)) {
+		if !sealed[seq] {
+			out = append(out, problemf(recordPlace(stated[seq], seq), "not among the run-close's idle records %v", v.Close.Idle))
+		}
+	}
+	return out
+}
+
+func runName(run *uint64) string {
+	if run == nil {
+		return "no run"
+	}
+	return fmt.Sprintf("run %d", *run)
+}
+
+// checkServes checks each serve's receipt answers it, in the run, and
+// that the report's serves are the run-close's.
+func (v *Verified) checkServes(body *Body) []Problem {
+	var out []Problem
+	add := func(place, format string, a ...any) { out = append(out, problemf(place, format, a...)) }
+	w := &body.Workload
+	run := body.Run.Open.Sequence
 	seen := map[uint64]int{}
 	for i := range body.Serves {
 		s := &body.Serves[i]
@@ -169,9 +424,7 @@ func Verify(data []byte, trust ed25519.PublicKey) (*Verified, []Problem) {
 		seen[s.Sequence] = i
 		o := v.bySeq[s.Sequence]
 		if o == nil {
-			if v.bySeq != nil {
-				add(where, "its receipt (sequence %d) is not in the chain segment", s.Sequence)
-			}
+			add(where, "its receipt (sequence %d) is not in the chain segment", s.Sequence)
 			continue
 		}
 		r := o.Receipt
@@ -179,55 +432,169 @@ func Verify(data []byte, trust ed25519.PublicKey) (*Verified, []Problem) {
 		switch {
 		case err != nil:
 			add(where, "%v", err)
+		case r.Record != nil:
+			add(where, "receipt %d is %s, not a serve", s.Sequence, recordKind(r))
+		case r.Run == nil || *r.Run != run:
+			add(where, "receipt %d was sealed in %s, not in this run (%d)", s.Sequence, runName(r.Run), run)
 		case r.RequestID != id:
 			add(where, "receipt %d answers request %s, not this serve's %s", s.Sequence, r.RequestID, id)
-		case r.Recipe != w.Model.Resolved:
+		case body.Status.Complete && r.Recipe != w.Model.Resolved:
 			add(where, "receipt %d names recipe %s, the workload %s", s.Sequence, r.Recipe, w.Model.Resolved)
-		case body.Idle.Backend != "" && r.Backend != body.Idle.Backend:
+		case body.Status.Complete && body.Idle.Backend != "" && r.Backend != body.Idle.Backend:
 			add(where, "receipt %d was served by %s, the run's backend is %s", s.Sequence, r.Backend, body.Idle.Backend)
 		}
+		// In an incomplete run such a serve is the one that stopped it
+		// (the router chose another backend): listed, in no figure.
 	}
-
-	// Every summary figure, recomputed by the function that made it.
-	if v.bySeq != nil {
-		got, err := Summarise(w, body.Serves, v.bySeq, body.Idle)
-		if err != nil {
-			add("summary", "%v", err)
-		} else {
-			problems = append(problems, diffSummary(body.Summary, got)...)
+	if v.Close == nil {
+		return out
+	}
+	closeAt := recordPlace("run.close", body.Run.Close.Sequence)
+	sealed := map[uint64]bool{}
+	for _, seq := range v.Close.Serves {
+		sealed[seq] = true
+		if _, ok := seen[seq]; !ok {
+			add("serves", "the run-close (%s) counts serve receipt %d, which the report's serves leave out", closeAt, seq)
 		}
 	}
-
-	// The section digests name a section altered with no evidence to
-	// contradict it (the board, the trace, the workload's text).
-	if got, err := sectionDigests(body); err != nil {
-		add("digests", "%v", err)
-	} else {
-		problems = append(problems, digestProblems(body.Digests, got)...)
+	for i, s := range body.Serves {
+		if !sealed[s.Sequence] {
+			add(fmt.Sprintf("serves[%d] (serve %d)", i, s.Index), "receipt %d is not among the %d serves the run-close counts", s.Sequence, v.Close.ServesSealed)
+		}
 	}
-	problems = append(problems, checkCounts(body)...)
+	return out
+}
 
-	// The steward's signature over the canonical body.
-	if rep.Attestation == "" {
-		add("attestation", "none (the daemon was not asked or refused): nothing binds this report to the steward")
-	} else if env, err := base64.StdEncoding.Strict().DecodeString(rep.Attestation); err != nil {
-		add("attestation", "not base64: %v", err)
-	} else if a, err := api.OpenAttestation(env, v.Key); err != nil {
-		add("attestation", "the signature does not verify under the steward key: %v", err)
-	} else if sum, err := bodyDigest(body); err != nil {
-		add("attestation", "the body has no canonical form: %v", err)
-	} else {
-		v.Attestation = a
+// checkSegment checks every receipt of the segment that names the run is
+// one the report accounts for, and counts the others.
+func (v *Verified) checkSegment(body *Body) []Problem {
+	var out []Problem
+	run := body.Run.Open.Sequence
+	mine := map[uint64]bool{run: true, body.Run.Close.Sequence: true}
+	for _, s := range body.Serves {
+		mine[s.Sequence] = true
+	}
+	for _, m := range []*IdleMeasurement{body.Idle.Before, body.Idle.After} {
+		if m != nil && m.Sequence != nil {
+			mine[*m.Sequence] = true
+		}
+	}
+	others := 0
+	for i, o := range v.Receipts {
+		r := o.Receipt
+		inRun := r.Sequence == run || r.Run != nil && *r.Run == run
 		switch {
-		case a.Purpose != Format:
-			add("attestation", "signed for %q, not a %s", a.Purpose, Format)
-		case a.Steward != body.Steward:
-			add("attestation", "names steward %s, the report %s", a.Steward, body.Steward)
-		case !bytes.Equal(a.SHA256, sum[:]):
-			add("attestation", "the steward signed body SHA-256 %x, the body's is %x: the body was altered after signing", a.SHA256, sum)
+		case !inRun:
+			others++
+		case !mine[r.Sequence]:
+			out = append(out, problemf(fmt.Sprintf("chain.envelopes[%d] (receipt sequence %d)", i, r.Sequence),
+				"%s of this run (%d) that the report does not account for", recordKind(r), run))
+		}
+		if r.Sequence > body.Run.Close.Sequence && inRun {
+			out = append(out, problemf(fmt.Sprintf("chain.envelopes[%d] (receipt sequence %d)", i, r.Sequence), "sealed in the run after its close"))
 		}
 	}
-	return v, problems
+	if others != body.Run.Others {
+		out = append(out, problemf("run.others", "%d, the segment holds %d receipts of other callers", body.Run.Others, others))
+	}
+	return out
+}
+
+// fileDigests is the digest of every section of a bench report file:
+// over the section's bytes in the file when the file is canonical (they
+// are then the section's canonical JSON), else by canonicalising each.
+func fileDigests(data []byte, canonical bool) (map[string]string, error) {
+	if !canonical {
+		rep, err := Decode(data)
+		if err != nil {
+			return nil, err
+		}
+		return sectionDigests(&rep.Body)
+	}
+	body, err := canonicalMember(data, "body")
+	if err != nil {
+		return nil, err
+	}
+	members, err := canonicalMembers(body)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(digestSections))
+	for _, k := range digestSections {
+		raw, ok := members[k]
+		if !ok {
+			raw = []byte("null")
+		}
+		sum := sha256.Sum256(raw)
+		out[k] = hex.EncodeToString(sum[:])
+	}
+	return out, nil
+}
+
+// canonicalMembers splits a JSON object in canonical form (no
+// whitespace) into its members' values, by a scan that only tracks
+// strings and nesting: the file was parsed already.
+func canonicalMembers(obj []byte) (map[string][]byte, error) {
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return nil, errors.New("not a JSON object")
+	}
+	out := map[string][]byte{}
+	i := 1
+	for i < len(obj)-1 {
+		if obj[i] != '"' {
+			return nil, fmt.Errorf("byte %d: want a member name", i)
+		}
+		end := skipString(obj, i)
+		var key string
+		if err := json.Unmarshal(obj[i:end], &key); err != nil || end >= len(obj) || obj[end] != ':' {
+			return nil, fmt.Errorf("byte %d: a member name", i)
+		}
+		start := end + 1
+		j, depth := start, 0
+		for ; j < len(obj)-1; j++ {
+			switch c := obj[j]; {
+			case c == '"':
+				j = skipString(obj, j) - 1
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				depth--
+			case c == ',' && depth == 0:
+				goto member
+			}
+		}
+	member:
+		out[key] = obj[start:j]
+		i = j + 1
+	}
+	return out, nil
+}
+
+// skipString is the index just past the JSON string that begins at i.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// canonicalMember is the value of member name of the canonical object
+// data (a whole file, its trailing newline allowed).
+func canonicalMember(data []byte, name string) ([]byte, error) {
+	m, err := canonicalMembers(bytes.TrimSuffix(data, []byte("\n")))
+	if err != nil {
+		return nil, err
+	}
+	v, ok := m[name]
+	if !ok {
+		return nil, fmt.Errorf("no %q member", name)
+	}
+	return v, nil
 }
 
 // canonicalProblems checks that data is its own RFC 8785 form and one

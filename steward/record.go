@@ -159,6 +159,12 @@ type RunCloseDoc struct {
 	Idle           []uint64 // the sequences of the run's idle records, ascending
 	Status         string   // "complete" or "incomplete"
 	Reason         string   // why incomplete; "" when complete
+	// TraceSHA256 is the caller's declaration (64 lower-case hex, or ""
+	// when it declared none): the SHA-256 of whatever it recorded beside
+	// the run, such as a benchmark report's trace section. The daemon
+	// checks its form only; it seals it so the declaration cannot change
+	// after the close.
+	TraceSHA256 string
 }
 
 // docField is one entry of a document map: a text, an unsigned integer
@@ -230,6 +236,9 @@ func (d RunCloseDoc) Encode() []byte {
 		num("serves_sealed", d.ServesSealed), list("serves", d.Serves), list("idle", d.Idle), txt("status", d.Status)}
 	if d.Reason != "" {
 		f = append(f, txt("reason", d.Reason))
+	}
+	if d.TraceSHA256 != "" {
+		f = append(f, txt("trace_sha256", d.TraceSHA256))
 	}
 	return encodeDoc(f)
 }
@@ -405,10 +414,14 @@ func DecodeRunOpenDoc(b []byte) (RunOpenDoc, error) {
 func DecodeRunCloseDoc(b []byte) (RunCloseDoc, error) {
 	d, err := decodeAs(b, RecordRunClose, func(r *docReader) RunCloseDoc {
 		return RunCloseDoc{Run: r.need("run"), ServesDeclared: r.need("serves_declared"), ServesSealed: r.need("serves_sealed"),
-			Serves: r.list("serves"), Idle: r.list("idle"), Status: r.text("status", true), Reason: r.text("reason", false)}
+			Serves: r.list("serves"), Idle: r.list("idle"), Status: r.text("status", true), Reason: r.text("reason", false),
+			TraceSHA256: r.text("trace_sha256", false)}
 	})
 	if err != nil {
 		return d, err
+	}
+	if d.TraceSHA256 != "" && !wire.IsLowerHex(d.TraceSHA256, 32) {
+		return d, docErr("trace_sha256 must be 64 lower-case hex digits")
 	}
 	if uint64(len(d.Serves)) != d.ServesSealed {
 		return d, docErr("serves_sealed %d, but %d serves are listed", d.ServesSealed, len(d.Serves))

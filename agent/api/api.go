@@ -113,7 +113,6 @@ func New(n *node.Node, opts Options) *Server {
 	s.mux.HandleFunc("POST /v1/meters/idle", s.idle)
 	s.mux.HandleFunc("POST /v1/runs", s.openRun)
 	s.mux.HandleFunc("POST /v1/runs/{run}/close", s.closeRun)
-	s.mux.HandleFunc("POST /v1/attest", s.attest)
 	s.mux.HandleFunc("GET /v1/live", s.live)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)

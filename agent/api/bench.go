@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,8 +25,9 @@ import (
 
 // What a benchmark harness needs of the daemon: the board and meter
 // inventory, an idle window on a backend's span, a fresh checkpoint that
-// anchors the receipts of a run, the steward's signature over a report,
-// and a live stream of power and receipts.
+// anchors the receipts of a run, and a live stream of power and receipts.
+// Nothing here signs a digest the caller chose: a report's figures follow
+// from the sealed chain (PROFILE §20, §22).
 
 // Board describes the machine, as a report records it.
 type Board struct {
@@ -224,8 +224,8 @@ func meanPowerUW(uj, ns uint64) uint64 {
 	return uint64(float64(uj) * 1e9 / float64(ns))
 }
 
-// Attestation is what the steward signs over a document such as a
-// benchmark report: its purpose, its SHA-256, who and when. The purpose
+// Attestation is what a key signs over a document such as a fleet
+// report: its purpose, its SHA-256, who and when. The purpose
 // keeps a signature over one kind of document from passing for another,
 // and none of them can pass for a receipt (whose payload is a receipt
 // map, PROFILE §6).
@@ -236,40 +236,11 @@ type Attestation struct {
 	SealedMs uint64 `cbor:"sealed_unix_ms"`
 }
 
-// AttestPurposes are the documents the daemon signs.
+// AttestPurposes are the documents an Attestation may be for. The
+// daemon signs none of them: a fleet report is signed by the operator's
+// own key (meshctl, locally), and a bench report needs no signature over
+// its body (PROFILE §20: its figures follow from the sealed chain).
 var AttestPurposes = map[string]bool{"meshd-bench-report/v1": true, "meshd-fleet-report/v1": true}
-
-// attest is POST /v1/attest {"purpose", "sha256"}: the steward's COSE_Sign1
-// over an Attestation.
-func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Purpose string `json:"purpose"`
-		SHA256  string `json:"sha256"`
-	}
-	if !decodeBody(w, r, &body) {
-		return
-	}
-	if !AttestPurposes[body.Purpose] {
-		badField(w, "purpose", "not a document meshd signs")
-		return
-	}
-	sum, err := hex.DecodeString(body.SHA256)
-	if err != nil || len(sum) != 32 || strings.ToLower(body.SHA256) != body.SHA256 {
-		badField(w, "sha256", "want 64 lowercase hex digits")
-		return
-	}
-	payload, err := cbor.Marshal(Attestation{Purpose: body.Purpose, SHA256: sum, Steward: s.node.Key.ID(), SealedMs: uint64(time.Now().UnixMilli())})
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, apiError{Message: err.Error()})
-		return
-	}
-	env, err := steward.Sign1(s.node.Key, payload)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, apiError{Message: err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"envelope": base64.StdEncoding.EncodeToString(env)})
-}
 
 // OpenAttestation verifies an attestation envelope under trusted and
 // returns what it says.

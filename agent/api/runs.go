@@ -81,7 +81,7 @@ func (s *Server) openRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, recordReply(rec, map[string]any{"run": rec.Sealed.Receipt.Sequence}))
 }
 
-// closeRun is POST /v1/runs/{run}/close {"reason"?}: seals the run-close
+// closeRun is POST /v1/runs/{run}/close {"reason"?, "trace_sha256"?}: seals the run-close
 // once the run's serves in flight end, and answers {run, sequence, id,
 // status, reason?, serves_declared, serves_sealed, envelope, document}.
 func (s *Server) closeRun(w http.ResponseWriter, r *http.Request) {
@@ -91,12 +91,13 @@ func (s *Server) closeRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Reason string `json:"reason"`
+		Reason      string `json:"reason"`
+		TraceSHA256 string `json:"trace_sha256"`
 	}
 	if r.ContentLength != 0 && !decodeBody(w, r, &body) {
 		return
 	}
-	rec, err := s.node.Agent.CloseRun(r.Context(), run, body.Reason)
+	rec, err := s.node.Agent.CloseRunWith(r.Context(), run, agent.RunClose{Reason: body.Reason, TraceSHA256: body.TraceSHA256})
 	if err != nil {
 		s.runError(w, err)
 		return
@@ -109,6 +110,9 @@ func (s *Server) closeRun(w http.ResponseWriter, r *http.Request) {
 		reply["status"], reply["serves_declared"], reply["serves_sealed"] = doc.Status, doc.ServesDeclared, doc.ServesSealed
 		if doc.Reason != "" {
 			reply["reason"] = doc.Reason
+		}
+		if doc.TraceSHA256 != "" {
+			reply["trace_sha256"] = doc.TraceSHA256
 		}
 	}
 	writeJSON(w, http.StatusOK, recordReply(rec, reply))

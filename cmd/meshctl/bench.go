@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"meshd/bench"
 	"meshd/cmd/internal/cli"
@@ -435,8 +434,9 @@ func printVerified(w *strings.Builder, path string, v *bench.Verified) {
 	fmt.Fprintf(w, "serves: every receipt answers its serve's request and names recipe %s\n", b.Workload.Model.Resolved)
 	fmt.Fprintf(w, "summary: %d cells, every figure recomputed from the receipts\n", len(b.Summary.Cells))
 	fmt.Fprintf(w, "digests: %d sections\n", len(b.Digests))
-	if v.Attestation != nil {
-		fmt.Fprintf(w, "attestation: %s signed by the steward at %s over the body's SHA-256 %x\n", v.Attestation.Purpose,
-			time.UnixMilli(int64(v.Attestation.SealedMs)).UTC().Format(time.RFC3339), v.Attestation.SHA256)
+	if v.Open != nil && v.Close != nil {
+		fmt.Fprintf(w, "run: opened at sequence %d by %q (%s), closed %s at sequence %d with %d of %d serves sealed; board, meters, workload and trace as sealed\n",
+			b.Run.Open.Sequence, v.Open.Caller, v.Open.Harness, v.Close.Status, b.Run.Close.Sequence, v.Close.ServesSealed, v.Close.ServesDeclared)
+		fmt.Fprintf(w, "idle: %d idle records of the run; other callers: %d receipts in the segment, in no figure\n", len(v.Close.Idle), b.Run.Others)
 	}
 }

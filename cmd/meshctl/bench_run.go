@@ -140,8 +140,8 @@ func startDaemon(ctx context.Context, path, logPath string, out io.Writer) (*chi
 	cmd := exec.Command(bin, "serve", "-config", path)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: Ctrl-C at the terminal interrupts the
-	// harness, which still needs the daemon to seal the checkpoint and
-	// the attestation before it stops it.
+	// harness, which still needs the daemon to close the run and seal the
+	// checkpoint before it stops it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -264,7 +264,10 @@ repetitions = 5000
 	}
 	b := &v.Report.Body
 	finished := strings.Count(stderr.String(), "\nserve ")
-	if b.Status.Complete || !strings.Contains(b.Status.Incomplete, "interrupted") || len(b.Serves) < 5 || len(b.Serves) != finished {
+	// The serve in flight at the interruption may have been sealed (and
+	// counted by the run-close) before its answer was read: the report
+	// then holds it too.
+	if b.Status.Complete || !strings.Contains(b.Status.Incomplete, "interrupted") || len(b.Serves) < 5 || len(b.Serves) < finished || len(b.Serves) > finished+1 {
 		t.Fatalf("complete %v (%q), %d serves in the report, %d printed as finished", b.Status.Complete, b.Status.Incomplete, len(b.Serves), finished)
 	}
 	if b.Summary.Cells[0].Serves != len(b.Serves) {

@@ -275,7 +275,7 @@ func TestFleetReportVerifyNamesTheAlteredPlace(t *testing.T) {
 	raw, _ := json.Marshal(&rep.Body)
 	c, _ := rag.Canonical(raw)
 	resigned := *rep
-	payload, _ := cbor.Marshal(api.Attestation{Purpose: bench.Format, SHA256: sha256Of(c), Steward: op.ID(), SealedMs: 1})
+	payload, _ := cbor.Marshal(api.Attestation{Purpose: "meshd-bench-report/v1", SHA256: sha256Of(c), Steward: op.ID(), SealedMs: 1})
 	env, _ := steward.Sign1(op, payload)
 	resigned.Attestation = base64.StdEncoding.EncodeToString(env)
 	wrongPurpose, _ := bench.EncodeFleet(&resigned)

@@ -2,7 +2,7 @@ package client
 
 // What a benchmark harness asks of the daemon (PROFILE §16, agent/api
 // bench.go): the node's inventory, an idle window, a checkpoint that
-// anchors a run, the steward's attestation over a report, readiness, and
+// anchors a run, readiness, and
 // the live stream of power readings and receipts.
 
 import (
@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,28 +101,6 @@ func (c *Client) Checkpoint(ctx context.Context) (*steward.SignedCheckpoint, err
 		return nil, fmt.Errorf("meshd returned a checkpoint that does not verify: %w", err)
 	}
 	return cp, nil
-}
-
-// Attest asks the steward to sign an attestation (POST /v1/attest) that
-// the document with SHA-256 sum is a purpose document; it returns the COSE
-// envelope, which api.OpenAttestation verifies.
-func (c *Client) Attest(ctx context.Context, purpose string, sum [32]byte) ([]byte, error) {
-	resp, err := c.do(ctx, http.MethodPost, "/v1/attest", map[string]any{"purpose": purpose, "sha256": hex.EncodeToString(sum[:])})
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Envelope string `json:"envelope"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("meshd: decoding the attestation: %w", err)
-	}
-	env, err := base64.StdEncoding.DecodeString(body.Envelope)
-	if err != nil || len(env) == 0 {
-		return nil, fmt.Errorf("meshd: the attestation envelope is not base64 (%v)", err)
-	}
-	return env, nil
 }
 
 // Ready reports whether GET /readyz answers ready; the error says why not.

@@ -104,9 +104,27 @@ func (c *Client) OpenRun(ctx context.Context, o RunOpen) (*Record, error) {
 // CloseRun seals the run's run-close; reason "" asks for complete (the
 // daemon decides from what it counted).
 func (c *Client) CloseRun(ctx context.Context, run uint64, reason string) (*Record, error) {
+	return c.CloseRunWith(ctx, run, RunClose{Reason: reason})
+}
+
+// RunClose is what a harness may state when it closes a run.
+type RunClose struct {
+	// Reason says why the run stopped early; "" asks for complete.
+	Reason string
+	// TraceSHA256 (64 lower-case hex) is the harness's digest of what it
+	// recorded beside the run, sealed in the run-close as its
+	// declaration; "" declares none.
+	TraceSHA256 string
+}
+
+// CloseRunWith seals the run's run-close with everything rc states.
+func (c *Client) CloseRunWith(ctx context.Context, run uint64, rc RunClose) (*Record, error) {
 	body := map[string]any{}
-	if reason != "" {
-		body["reason"] = reason
+	if rc.Reason != "" {
+		body["reason"] = rc.Reason
+	}
+	if rc.TraceSHA256 != "" {
+		body["trace_sha256"] = rc.TraceSHA256
 	}
 	return c.record(ctx, "/v1/runs/"+strconv.FormatUint(run, 10)+"/close", body, nil)
 }
