@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"meshd/agent/api/client"
 	"meshd/agent/config"
 	"meshd/agent/node"
+	"meshd/drivers"
 	"meshd/steward"
 )
 
@@ -45,49 +47,72 @@ work = 8
 
 // meteredBench is benchBackends with ref-bench metered by a simulated
 // INA228 under the kernel's hwmon driver: a sysfs tree whose hardware
-// energy accumulator (energy1_input, µJ) a goroutine advances at a steady
-// 6 W by the wall clock, as the chip would, until the test ends.
-func meteredBench(t *testing.T) string {
+// energy accumulator (energy1_input, µJ) advances at a steady 6 W. The
+// chip is stepped by the driver's own clock: every time the driver reads
+// the clock, the accumulator is rewritten to the energy at that instant,
+// so each reading the driver takes is the chip's true state at its stamp
+// whatever the scheduler does (a goroutine advancing it by the wall clock
+// fell behind under CPU load, and a window then saw no energy at all).
+// The returned options carry that sensor for startBenchStack.
+func meteredBench(t *testing.T) (string, node.Options) {
 	t.Helper()
 	root := t.TempDir()
 	rail := filepath.Join(root, "hwmon0")
 	if err := os.MkdirAll(rail, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write := func(name, v string) {
-		// Renamed into place, so the driver never reads half a value.
-		tmp := filepath.Join(root, name+".tmp")
-		if err := os.WriteFile(tmp, []byte(v+"\n"), 0o644); err != nil {
-			t.Error(err)
-			return
-		}
-		if err := os.Rename(tmp, filepath.Join(rail, name)); err != nil {
-			t.Error(err)
-		}
-	}
 	const powerUW = 6_000_000 // 12 V × 0.5 A
 	for name, v := range map[string]string{"name": "ina228", "in1_input": "12000", "curr1_input": "500",
 		"power1_input": fmt.Sprint(powerUW), "update_interval": "20", "energy1_input": "1000000"} {
-		write(name, v)
-	}
-	start := time.Now()
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				write("energy1_input", fmt.Sprint(1_000_000+uint64(time.Since(start).Microseconds())*powerUW/1_000_000))
-			}
+		if err := writeSysfs(root, rail, name, v); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	t.Cleanup(func() { close(stop); <-stopped })
+	}
+	chip := &ina228Chip{t: t, root: root, rail: rail, powerUW: powerUW, start: time.Now()}
+	opts := node.Options{OpenSensor: func(ctx context.Context, m config.Meter) (drivers.Sensor, error) {
+		return node.OpenSensor(ctx, m, chip)
+	}}
 	return fmt.Sprintf("[metering]\non_meter_failure = \"estimate\"\n\n[[meter]]\nname = \"rail\"\ndriver = \"hwmon\"\nrail = \"hwmon0/ina228:1\"\nhwmon_root = %q\nshunt_uohm = 2000\n", root) +
-		fmt.Sprintf(benchBackends, `meters = ["rail"]`)
+		fmt.Sprintf(benchBackends, `meters = ["rail"]`), opts
+}
+
+// writeSysfs renames a value into place, so the driver never reads half
+// of one.
+func writeSysfs(root, rail, name, v string) error {
+	tmp := filepath.Join(root, name+".tmp")
+	if err := os.WriteFile(tmp, []byte(v+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(rail, name))
+}
+
+// ina228Chip is the simulated chip's accumulator, advanced to the
+// instant of every clock read (drivers.Clock).
+type ina228Chip struct {
+	t          testing.TB
+	root, rail string
+	powerUW    uint64
+	start      time.Time
+	mu         sync.Mutex
+	last       uint64
+}
+
+func (c *ina228Chip) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	uj := 1_000_000 + uint64(now.Sub(c.start).Microseconds())*c.powerUW/1_000_000
+	if uj > c.last { // the accumulator never runs backwards
+		c.last = uj
+		if err := writeSysfs(c.root, c.rail, "energy1_input", fmt.Sprint(uj)); err != nil {
+			c.t.Error(err)
+		}
+	}
+	return now
+}
+
+func (c *ina228Chip) Sleep(ctx context.Context, d time.Duration) error {
+	return drivers.System{}.Sleep(ctx, d)
 }
 
 // testStack is a node and its HTTP API on loopback, as `meshd serve`
@@ -140,7 +165,7 @@ func verifyFile(t *testing.T, path string, trust ed25519.PublicKey) (*Verified, 
 // startBenchStack is startStack with the node's context kept for the
 // test's life: the meters sample under it, and startStack's ends when it
 // returns (fine for unmetered stacks, not for a metered one).
-func startBenchStack(t testing.TB, extra string) *testStack {
+func startBenchStack(t testing.TB, extra string, opts ...node.Options) *testStack {
 	t.Helper()
 	dir := t.TempDir()
 	cfg, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n%s", filepath.Join(dir, "state"), extra)), "bench_test.toml")
@@ -148,7 +173,11 @@ func startBenchStack(t testing.TB, extra string) *testStack {
 		t.Fatalf("config: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Open(ctx, cfg, node.Options{})
+	var o node.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	n, err := node.Open(ctx, cfg, o)
 	if err != nil {
 		cancel()
 		t.Fatalf("opening the node: %v", err)
@@ -511,7 +540,7 @@ func TestVerifyNamesTheAlteredPlace(t *testing.T) {
 func TestCompare(t *testing.T) {
 	// An unmetered board (Estimator) and a metered one.
 	est := startStack(t, fmt.Sprintf(benchBackends, ""))
-	met := startBenchStack(t, meteredBench(t))
+	met := meteredStack(t)
 	w := testWorkload(t, "[idle]\nbefore_seconds = 0.2\nafter_seconds = 0.2\n")
 	a, _ := runToFile(t, est, w, false, nil)
 	b, rb := runToFile(t, met, w, false, nil)
@@ -629,7 +658,7 @@ func TestPlotsAndCSV(t *testing.T) {
 	// configured µJ/token over different token counts): every series is
 	// visible. The metered board has the power trace.
 	est, _ := runToFile(t, startStack(t, fmt.Sprintf(benchBackends, "")), w, true, nil)
-	met, rep := runToFile(t, startBenchStack(t, meteredBench(t)), w, true, nil)
+	met, rep := runToFile(t, meteredStack(t), w, true, nil)
 	if len(rep.Body.Trace.Samples) < 2 || !strings.HasPrefix(rep.Body.Trace.Note, "display data, not evidence") {
 		t.Fatalf("trace: %d samples, note %q", len(rep.Body.Trace.Samples), rep.Body.Trace.Note)
 	}
@@ -792,4 +821,11 @@ func TestPathAt(t *testing.T) {
 			t.Errorf("byte %d (%s): %q, want %q", off, tc.at, got, tc.want)
 		}
 	}
+}
+
+// meteredStack is startBenchStack over meteredBench.
+func meteredStack(t *testing.T) *testStack {
+	t.Helper()
+	cfg, opts := meteredBench(t)
+	return startBenchStack(t, cfg, opts)
 }

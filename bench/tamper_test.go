@@ -32,7 +32,7 @@ type tamperRun struct {
 
 func startTamperRun(t *testing.T) *tamperRun {
 	t.Helper()
-	s := startBenchStack(t, meteredBench(t))
+	s := meteredStack(t)
 	other, err := client.New(s.addr)
 	if err != nil {
 		t.Fatal(err)
