@@ -87,6 +87,9 @@ type DraftMeta struct {
 	Shared      uint64  `json:"shared"`
 	IdleUW      *uint64 `json:"idle_uw,omitempty"`
 	FullScaleUW uint64  `json:"full_scale_uw,omitempty"`
+	// StatUJ is x_stat_uj: a ModelBased figure's statistical uncertainty
+	// (PROFILE §13), never a bound.
+	StatUJ *uint64 `json:"stat_uj,omitempty"`
 	// RouteCandidates is x_route_candidates as the steward writes it from
 	// the draft's candidates, and CeilingUJ the request's ceiling; both
 	// absent on a draft that carries no route.
@@ -113,7 +116,7 @@ func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, e
 		Floor: wire.Fidelity(m.FidelityFloor), Served: wire.Fidelity(m.ServedFidelity),
 		Metering: wire.Metering{Meter: m.Meter, Kind: m.MeterKind, WindowNs: m.WindowNs, ServeNs: m.ServeNs,
 			ErrorUJ: m.ErrorUJ, Samples: m.Samples, MaxGapNs: m.MaxGapNs, CoveredPPM: m.CoveredPPM, PeriodNs: m.PeriodNs,
-			AccuracyPPM: m.AccuracyPPM, Shared: m.Shared, IdleUW: m.IdleUW, FullScaleUW: m.FullScaleUW},
+			AccuracyPPM: m.AccuracyPPM, Shared: m.Shared, IdleUW: m.IdleUW, FullScaleUW: m.FullScaleUW, StatUJ: m.StatUJ},
 		Record: m.Record, Run: m.Run, IdleRecord: m.IdleRecord,
 	}
 	p, err := wire.ParseProvenance(m.Provenance)
@@ -468,6 +471,31 @@ func receiptVectors() ([]receiptVector, error) {
 	}
 	positive("idle-span", "an idle figure the chain backs (PROFILE §22): at 0 the quiet stretch a span measured, an HwShunt idle record whose document says source span, no x_run; at 1 an HwShunt serve whose x_idle_uw 49975 is the record's power (⌊100000 µJ × 10⁹ ÷ 2001000000 ns⌋) on the same x_meter, naming it in x_idle_record 0", idleChain...)
 
+	// A point meter that averages (PROFILE §13): a steady 1 s, 12 W serve
+	// on a Jetson's INA3221 rail read under the averaged-reading model,
+	// its bound 9 % of the figure and x_stat_uj beside it.
+	stat := uint64(80_412)
+	avg := DraftMeta{Sequence: 0, NonceHex: nonce(20), SealedUnixMs: t0 + 20_000,
+		RequestID: req("conformance request averaged point meter"), Backend: "gguf-q4", Recipe: "gguf:" + req("model file"),
+		Route:    "gguf-q4: cheapest of 1 admissible (of 2 weighed) at F2 >= F1, est 11000000 µJ <= ceiling 50000000 µJ",
+		TokensIn: 32, TokensOut: 96, TokensAccepted: 96, FidelityFloor: 1, ServedFidelity: 2,
+		Provenance: "ModelBased", EstimatedUJ: 12_004_310,
+		Meter: "hwmon:hwmon1/ina3221:1(VDD_IN)", MeterKind: wire.KindPoint, WindowNs: 1_000_000_000, ServeNs: 1_000_000_000,
+		ErrorUJ: 1_085_221, Samples: 211, MaxGapNs: 4_931_000, CoveredPPM: 997_000, PeriodNs: 4_752_000, AccuracyPPM: 100_000,
+		Shared: 1, FullScaleUW: 851_760_000, StatUJ: &stat}
+	{
+		r, err := vk.build(avg)
+		if err != nil {
+			return nil, fmt.Errorf("averaged vector: %w", err)
+		}
+		core, env, err := vk.seal(r)
+		if err != nil {
+			return nil, err
+		}
+		positive("modelbased-averaged", "ModelBased genesis receipt from a point meter read under the averaged-reading model (hwmon INA3221, PROFILE §13): x_stat_uj 80412 beside x_error_uj 1085221 (9 % of 12004310 µJ), never added to it (evidence rule 13)",
+			sealed{avg, r, core, env})
+	}
+
 	foreign, err := foreignVector()
 	if err != nil {
 		return nil, err
@@ -597,6 +625,10 @@ func receiptVectors() ([]receiptVector, error) {
 			steward.RefusedEvidence, 0, "x_shared = 2", func(r *steward.Receipt) { r.Shared = u64(2) }},
 		{"evidence-hwshunt-bus-assumed", "hwshunt whose power rests on a bus voltage assumed within [11976, 12024] mV (a shunt-only meter), not measured",
 			steward.RefusedEvidence, 0, "x_bus_lo_mv = 11976, x_bus_hi_mv = 12024", func(r *steward.Receipt) { r.BusLoMV, r.BusHiMV = u64(11976), u64(12024) }},
+		{"evidence-stat-on-hwshunt", "hwshunt carrying x_stat_uj: a statistical uncertainty is a ModelBased figure's, never beside a hardware bound (rule 13)",
+			steward.RefusedCoupling, 0, "x_stat_uj = 40", func(r *steward.Receipt) { r.StatUJ = u64(40) }},
+		{"evidence-stat-on-estimator", "granted (Estimator) carrying x_stat_uj: no meter, no readings, no statistic (rule 13)",
+			steward.RefusedCoupling, 2, "x_stat_uj = 40", func(r *steward.Receipt) { r.StatUJ = u64(40) }},
 		{"evidence-hwshunt-accuracy-over-ceiling", "hwshunt from a meter declaring 100001 ppm, above the 100000 ppm ceiling",
 			steward.RefusedEvidence, 0, "x_accuracy_ppm = 100001", func(r *steward.Receipt) { r.AccuracyPPM = u64(100_001) }},
 		{"evidence-serve-over-window", "hwshunt whose serve is longer than the gross window that must contain it",

@@ -155,12 +155,17 @@ type Accuracy struct {
 	// model uses it; it must never be smaller than the true worst case
 	// for a reading of that bus voltage and current.
 	OffsetAt func(bus physic.ElectricPotential, current physic.ElectricCurrent) physic.Power
-	// Step, when set, is the part of a reading's error that differs from
-	// one reading to the next at a bus voltage (the quantisation steps):
-	// the rest, gain and offsets, is the same chip's for both. The
-	// averaged-reading model widens the difference of two readings by
-	// twice it (over 1 − GainErr) rather than by both whole errors.
-	Step func(bus physic.ElectricPotential) physic.Power
+	// PairErr, when set, bounds how far the difference of two readings a
+	// and b of the same chip may lie from (1 + gain) times the difference
+	// of their true values: the terms of their errors that are not common
+	// to both. The chip's gain and offsets are its own, the same for two
+	// readings milliseconds apart, so in a difference they leave only
+	// their products with the change (shunt offset × ΔV, bus offset × ΔI);
+	// the quantisation steps vary from reading to reading and stay whole.
+	// Nil means the two readings' whole errors. The averaged-reading model
+	// widens the difference of consecutive readings by it (over
+	// 1 − GainErr); it must never be smaller than the true worst case.
+	PairErr func(a, b Sample) physic.Power
 	// DeclaredPPM is the accuracy the sensor declares for a hardware
 	// claim, in parts per million of the window's energy: a window whose
 	// bound exceeds it is not HwShunt. Zero means 10 % (the profile's

@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"meshd/drivers"
+
+	"periph.io/x/conn/v3/physic"
 )
 
 // The averaged-reading model (PROFILE.md §13, "Point meters that
@@ -43,7 +45,9 @@ type avgReading struct {
 	r, u  int64   // stamp (the read's end) and latch uncertainty, ns since the epoch
 	p     float64 // value, nW
 	e     float64 // bound on |value − the window's true mean|, nW
-	d     float64 // bound on the part of e that differs between readings, nW
+	pd    float64 // bound on the difference of this reading's error and the previous stored one's, nW
+	bus   physic.ElectricPotential
+	cur   physic.ElectricCurrent
 	fs    float64 // full scale at the reading's bus voltage, nW
 	after bool    // an invalid entry came between this reading and the previous one
 }
@@ -165,7 +169,7 @@ func (s *avgStore) window(a, b int64) (avgResult, bool) {
 					res.bNJ += nJ(max(x.fs, p.fs), jh-jl)
 					res.unobserved += int64(jh - jl)
 				} else {
-					res.bNJ += nJ((math.Abs(x.p-p.p)+x.d+p.d)/(1-s.gain), far)
+					res.bNJ += nJ((math.Abs(x.p-p.p)+x.pd)/(1-s.gain), far)
 				}
 			}
 			res.maxGap = max(res.maxGap, x.r-s.at(j-1).r)
@@ -215,17 +219,23 @@ func (s *Series) recordAvg(smp drivers.Sample, off, fs float64) {
 	}
 	p := float64(smp.Power)
 	e := (acc.GainErr*math.Abs(p) + off) / (1 - acc.GainErr)
-	d := e
-	if acc.Step != nil {
-		if q := math.Abs(float64(acc.Step(smp.Bus))); q < d {
-			d = q
+	rd := avgReading{r: s.ns(smp.End), u: max(smp.Latch.Nanoseconds(), 0), p: p, e: e,
+		bus: smp.Bus, cur: smp.Current, fs: max(fs, math.Abs(p))}
+	if st := s.avg; st.next > 0 {
+		// The pair with the previous stored reading: what of their two
+		// errors does not cancel in their difference (the chip's gain
+		// and offsets are common to both; Accuracy.PairErr), else both
+		// whole errors.
+		prev := st.at(st.next - 1)
+		rd.pd = prev.e + e
+		if acc.PairErr != nil {
+			a := drivers.Sample{Bus: prev.bus, Current: prev.cur, Power: physic.Power(prev.p)}
+			if q := math.Abs(float64(acc.PairErr(a, smp))); q < rd.pd {
+				rd.pd = q
+			}
 		}
 	}
-	s.avg.add(avgReading{d: d,
-		r: s.ns(smp.End), u: max(smp.Latch.Nanoseconds(), 0), p: p,
-		e:  e,
-		fs: max(fs, math.Abs(p)),
-	})
+	s.avg.add(rd)
 }
 
 // avgReport turns a model window into a report: ModelBased always (a

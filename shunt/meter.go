@@ -182,11 +182,13 @@ func (w *Window) CloseReport(ctx context.Context) (Report, error) {
 }
 
 // WaitPast blocks until a valid reading that surely ends at or after t has
-// been recorded, the sampler stops, or two longest periods have passed on
+// been recorded (for averaged readings, one surely latched a longest
+// averaging window after t), the sampler stops, or two longest periods
+// (plus that window) have passed on
 // either the meter's clock or the wall clock (then the window's end is left
 // to the pro-rata rule, which bounds what nobody saw).
 func (m *Meter) WaitPast(ctx context.Context, t time.Time) error {
-	limit := 2 * m.info.MaxPeriod
+	limit := 2*m.info.MaxPeriod + m.closeLag()
 	deadline := t.Add(limit)
 	tns := m.ns(t)
 	timeout := m.after(limit)

@@ -475,8 +475,27 @@ func (s *Series) Ready(ctx context.Context) error {
 // covers reports whether a valid reading surely ending at or after t has
 // been recorded.
 func (s *Series) coversLocked(t int64) bool {
+	if s.avg != nil {
+		// The averaged-reading model integrates [t0 + τ, t1 + τ]: it needs
+		// a reading surely latched a longest window past the end.
+		if s.avg.next > 0 {
+			if x := s.avg.at(s.avg.next - 1); x.r-x.u >= t+s.avg.tauHi {
+				return true
+			}
+		}
+	}
 	r := s.ring
-	return r.haveValid && r.last.end-r.last.u >= t
+	return s.avg == nil && r.haveValid && r.last.end-r.last.u >= t
+}
+
+// closeLag is how long past a window's end its closing reading may come
+// beyond the sensor's periods: a longest averaging window for a sensor
+// read under the averaged-reading model, else nothing.
+func (s *Series) closeLag() time.Duration {
+	if s.avg == nil {
+		return 0
+	}
+	return time.Duration(s.avg.tauHi)
 }
 
 // wait returns a channel closed at the next record.

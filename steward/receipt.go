@@ -102,6 +102,11 @@ type Receipt struct {
 	BusLoMV *uint64 `cbor:"x_bus_lo_mv,omitempty"`
 	BusHiMV *uint64 `cbor:"x_bus_hi_mv,omitempty"`
 
+	// StatUJ is the statistical uncertainty of a ModelBased figure
+	// (wire.Metering.StatUJ, PROFILE §13): never a bound, never added to
+	// x_error_uj; only ModelBased figures carry it (evidence rule 13).
+	StatUJ *uint64 `cbor:"x_stat_uj,omitempty"`
+
 	// Foreign holds the "x_" keys meshd does not define, from receipts
 	// sealed by other implementations. They are signed, so they are kept
 	// and re-encoded exactly.
@@ -292,7 +297,8 @@ func (r *Receipt) CheckConforming() error {
 func (r *Receipt) hasMetering() bool {
 	return r.Meter != nil || r.MeterKind != nil || r.WindowNs != nil || r.ServeNs != nil || r.SealedUnixMs != nil ||
 		r.ErrorUJ != nil || r.Samples != nil || r.MaxGapNs != nil || r.CoveredPPM != nil || r.PeriodNs != nil ||
-		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil || r.IdleRecord != nil || r.FullScaleUW != nil || r.BusLoMV != nil || r.BusHiMV != nil
+		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil || r.IdleRecord != nil || r.FullScaleUW != nil || r.BusLoMV != nil || r.BusHiMV != nil ||
+		r.StatUJ != nil
 }
 
 // optUint is one optional integer extension, by key.
@@ -363,6 +369,9 @@ func (r *Receipt) checkEvidence(e wire.Energy) error {
 		if *r.BusLoMV > *r.BusHiMV {
 			return fieldErr(RefusedFieldValue, "evidence rule 11: x_bus_lo_mv %d exceeds x_bus_hi_mv %d", *r.BusLoMV, *r.BusHiMV)
 		}
+	}
+	if r.StatUJ != nil && p != wire.ModelBased {
+		return fieldErr(RefusedCoupling, "evidence rule 13: x_stat_uj is the statistical uncertainty of a ModelBased figure; a %v figure never carries it", p)
 	}
 	if (kind == wire.KindEstimator) != estimator || (meter == EstimatorMeter) != estimator {
 		return evidenceErr(2, "Estimator names no meter and carries no samples, and only Estimator uses the estimator: energy_provenance %v, x_meter_kind %q, x_meter %q", p, kind, meter)
@@ -627,6 +636,7 @@ const (
 	fTokensIn
 	fXIdleUW
 	fXSamples
+	fXStatUJ
 	fRequestID
 	fTokensOut
 	fXErrorUJ
@@ -678,6 +688,7 @@ var coreFields = [numFields]coreField{
 	{"tokens_in", fTokensIn, false, math.MaxUint32, true},
 	{"x_idle_uw", fXIdleUW, false, math.MaxUint64, false},
 	{"x_samples", fXSamples, false, math.MaxUint64, false},
+	{"x_stat_uj", fXStatUJ, false, math.MaxUint64, false},
 	{"request_id", fRequestID, true, 0, true},
 	{"tokens_out", fTokensOut, false, math.MaxUint32, true},
 	{"x_error_uj", fXErrorUJ, false, math.MaxUint64, false},
@@ -813,6 +824,8 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return opt(r.BusLoMV)
 	case fXSamples:
 		return opt(r.Samples)
+	case fXStatUJ:
+		return opt(r.StatUJ)
 	case fXServeNs:
 		return opt(r.ServeNs)
 	case fXPeriodNs:
@@ -939,6 +952,8 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.BusLoMV = opt()
 	case fXSamples:
 		r.Samples = opt()
+	case fXStatUJ:
+		r.StatUJ = opt()
 	case fXServeNs:
 		r.ServeNs = opt()
 	case fXPeriodNs:
@@ -1194,6 +1209,10 @@ func (r *Receipt) Metering() wire.Metering {
 	}
 	if r.FullScaleUW != nil {
 		m.FullScaleUW = *r.FullScaleUW
+	}
+	if r.StatUJ != nil {
+		x := *r.StatUJ
+		m.StatUJ = &x
 	}
 	if r.BusLoMV != nil && r.BusHiMV != nil {
 		m.BusBand = &wire.BusBand{LoMV: *r.BusLoMV, HiMV: *r.BusHiMV}

@@ -192,6 +192,9 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 		if m.BusBand != nil {
 			r.BusLoMV, r.BusHiMV = u64p(m.BusBand.LoMV), u64p(m.BusBand.HiMV)
 		}
+		if m.StatUJ != nil {
+			r.StatUJ = u64p(*m.StatUJ)
+		}
 	}
 	if d.Candidates != nil {
 		cs, err := FormatCandidates(d.Candidates)

@@ -274,8 +274,27 @@ func accuracy(c chip, r int64, maxPower physic.Power) drivers.Accuracy {
 			most := physic.ElectricCurrent(math.Ceil(float64(ia)*(1+gain))) + inTerm
 			return power(v, inTerm) + l.power + power(busErr, most)
 		},
-		Step: func(v physic.ElectricPotential) physic.Power {
-			return power(v, l.current+l.currentRound) + l.power + power(c.busLSB, ifs)
+		// Two readings a, b of the chip: V_r = (1+g_b)V + o_b + q_b,
+		// I_r = (1+g_s)I + o_I + q_I, p_r = V_r I_r + q_p, with the gains
+		// g and offsets o the chip's (common to both) and the steps q
+		// each reading's own. Then p_r = (1+g_b)(1+g_s)p + ε with
+		// ε = (1+g_s)(o_b + q_b)I + V_r(o_I + q_I) + q_p, and
+		// ε_b − ε_a = (1+g_s)[o_b ΔI + q_b,b I_b − q_b,a I_a]
+		//             + o_I ΔV_r + q_I,b V_r,b − q_I,a V_r,a + Δq_p,
+		// the true I and ΔI bounded from the readings over 1 − g.
+		PairErr: func(a, b drivers.Sample) physic.Power {
+			g, ob, qb := gain, math.Abs(float64(c.busOff)), math.Abs(float64(c.busLSB))
+			oi, qi := math.Abs(float64(currentOf(c.vos, r))), math.Abs(float64(l.current+l.currentRound))
+			ia, ib := math.Abs(float64(a.Current)), math.Abs(float64(b.Current))
+			va, vb := math.Abs(float64(a.Bus)), math.Abs(float64(b.Bus))
+			di, dv := math.Abs(float64(b.Current-a.Current)), math.Abs(float64(b.Bus-a.Bus))
+			busSide := (1 + g) / (1 - g) * (ob*(di+2*qi) + qb*(ia+ib+2*(oi+qi)))
+			shuntSide := oi*dv + qi*(va+vb)
+			nw := (busSide+shuntSide)/1e9 + 2*float64(l.power)
+			if nw >= math.MaxInt64 {
+				return math.MaxInt64
+			}
+			return physic.Power(math.Ceil(nw))
 		},
 		FullScale: fullScale,
 		MaxPower:  fullScale(c.busMax),

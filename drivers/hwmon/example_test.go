@@ -41,6 +41,6 @@ func Example() {
 	// hwmon2/ina226:1
 	// hwmon3/ina228:1
 	// device/ina219:1
-	// hwmon:hwmon1/ina3221:1(VDD_IN) point every 4.64ms
-	// 19.072V × 1.512A = 28.837W at 4.64ms
+	// hwmon:hwmon1/ina3221:1(VDD_IN) point every 4.752ms
+	// 19.072V × 1.512A = 28.837W at 4.752ms
 }

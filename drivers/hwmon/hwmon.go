@@ -20,11 +20,14 @@
 //
 // Freshness: a frozen attribute must not pass as a constant load. When
 // every attribute read (shunt, bus, current, power and energy where
-// present) has stayed identical for longer than max(3 × update_interval,
-// Options.StaleAfter), Next returns an error wrapping drivers.ErrStale.
-// The heuristic cannot tell a frozen chip from a truly constant load whose
-// readings quantise to identical values; such a load loses coverage (the
-// sampler sees an error) but never gains a false reading.
+// present, and on the INA3221 the bus and shunt inputs of its other
+// enabled channels, which it converts in the same cycle) has stayed
+// identical for longer than max(3 × update_interval, Options.StaleAfter),
+// Next returns an error wrapping drivers.ErrStale. A quiet rail on a
+// converting INA3221 stays fresh while any sibling channel moves; a
+// single-channel chip cannot tell a frozen chip from a constant load whose
+// readings quantise to identical values, and such a load loses coverage
+// (the sampler sees an error) but never gains a false reading.
 //
 // Accuracy is stated as the kernel scales the chip: the kernel fixes the
 // calibration (2048 on the INA226, so the current register equals the

@@ -135,12 +135,15 @@ func TestPointReadings(t *testing.T) {
 		power       physic.Power
 		period, unc time.Duration
 	}{
-		// Averaged values are read at 8/10 of the shortest window
-		// (update_interval less 10 % and its half-millisecond rounding),
-		// so that no window passes unread: 7 ms → 5.8 → 4.64 ms.
-		{"hwmon1/ina3221:1(VDD_IN)", 19072 * mV, 7560 * uV, 1512 * mA, 19072 * 1512 * uW, 4640 * time.Microsecond, 7 * time.Millisecond},
-		{"hwmon1/ina3221:2(VDD_CPU_GPU_CV)", 19064 * mV, -1240 * uV, -248 * mA, -19064 * 248 * uW, 4640 * time.Microsecond, 7 * time.Millisecond},
-		{"hwmon1/ina3221:3(VDD_SOC)", 19080 * mV, 2000 * uV, 400 * mA, 19080 * 400 * uW, 4640 * time.Microsecond, 7 * time.Millisecond},
+		// Averaged values are read at 8/10 of the shortest window, so
+		// that no window passes unread. The INA3221's window follows from
+		// its three enabled channels, samples 1 and update_interval 7:
+		// 3 × (1.1 + 1.1) ms = 6.6 ms, less 10 % is 5.94, → 4.752 ms.
+		// The INA226's is update_interval less 10 % and its
+		// half-millisecond rounding: 35 ms → 31 → 24.8 ms.
+		{"hwmon1/ina3221:1(VDD_IN)", 19072 * mV, 7560 * uV, 1512 * mA, 19072 * 1512 * uW, 4752 * time.Microsecond, 7 * time.Millisecond},
+		{"hwmon1/ina3221:2(VDD_CPU_GPU_CV)", 19064 * mV, -1240 * uV, -248 * mA, -19064 * 248 * uW, 4752 * time.Microsecond, 7 * time.Millisecond},
+		{"hwmon1/ina3221:3(VDD_SOC)", 19080 * mV, 2000 * uV, 400 * mA, 19080 * 400 * uW, 4752 * time.Microsecond, 7 * time.Millisecond},
 		{"hwmon2/ina226:1", 11980 * mV, 20 * mV, 10000 * mA, 119781250 * uW, 24800 * time.Microsecond, 35 * time.Millisecond},
 		// No update_interval: paced at DefaultInterval, the value is at
 		// most one 12-bit shunt + bus conversion (1.064 ms) old.
@@ -182,7 +185,7 @@ func TestStale(t *testing.T) {
 	}{
 		{"hwmon2/ina226:1", 0, 24800 * time.Microsecond, 5},                       // 124 ms > 105 ms, 99.2 ms is not
 		{"hwmon2/ina226:1", 500 * time.Millisecond, 24800 * time.Microsecond, 21}, // 520.8 ms > 500 ms, 496 ms is not
-		{"hwmon1/ina3221:1(VDD_IN)", 0, 4640 * time.Microsecond, 5},               // 23.2 ms > 21 ms
+		{"hwmon1/ina3221:1(VDD_IN)", 0, 4752 * time.Microsecond, 5},               // 23.76 ms > 21 ms
 		{"device/ina219:1", 0, DefaultInterval, 4},                                // read interval stands in: 400 ms > 300 ms
 	}
 	for _, tt := range tests {
@@ -207,6 +210,44 @@ func TestStale(t *testing.T) {
 			}
 		})
 	}
+
+	// The INA3221 converts its channels in turn: a sibling channel's
+	// change proves the chip converts while this rail's values stay
+	// identical (a quiet rail), and a whole chip frozen is still stale.
+	t.Run("ina3221 quiet rail, converting chip", func(t *testing.T) {
+		root := tree(t)
+		s, _ := open(t, rail(t, root, "hwmon1/ina3221:1(VDD_IN)"), Options{})
+		for k := 1; k <= 40; k++ {
+			set(t, filepath.Join(root, "hwmon1"), "in6_input", strconv.Itoa(2000+40*(k%3)))
+			if _, err := s.Next(context.Background()); err != nil {
+				t.Fatalf("read %d: %v", k, err)
+			}
+		}
+		// The sibling stops too: five reads (23.76 ms > 21 ms) on, stale.
+		var err error
+		for k := 1; k <= 5 && err == nil; k++ {
+			_, err = s.Next(context.Background())
+		}
+		if !errors.Is(err, drivers.ErrStale) {
+			t.Fatalf("whole chip frozen: %v, want ErrStale", err)
+		}
+	})
+	t.Run("ina3221 disabled sibling is no witness", func(t *testing.T) {
+		root := tree(t)
+		dir := filepath.Join(root, "hwmon1")
+		set(t, dir, "in3_enable", "0")
+		s, _ := open(t, rail(t, root, "hwmon1/ina3221:1(VDD_IN)"), Options{})
+		var err error
+		for k := 1; k <= 5 && err == nil; k++ {
+			// A disabled channel's inputs are not read: its file moving
+			// (it would fail with ENODATA on a real kernel) proves nothing.
+			set(t, dir, "in6_input", strconv.Itoa(2000+40*(k%2)))
+			_, err = s.Next(context.Background())
+		}
+		if !errors.Is(err, drivers.ErrStale) {
+			t.Fatalf("only a disabled sibling moved: %v, want ErrStale", err)
+		}
+	})
 
 	t.Run("changing attribute stays fresh", func(t *testing.T) {
 		root := tree(t)
@@ -504,5 +545,50 @@ func TestRead(t *testing.T) {
 		Shunt: 10 * physic.MilliVolt, Current: 2 * physic.Ampere, Power: 24 * physic.Watt}
 	if smp != want {
 		t.Fatalf("got %+v, want %+v", smp, want)
+	}
+}
+
+// TestINA3221Window recovers the chip's true averaging window from the
+// enabled channels, samples and update_interval, under both conventions
+// ina3221.c has used for update_interval (with and without the samples
+// factor).
+func TestINA3221Window(t *testing.T) {
+	tests := []struct {
+		name            string
+		enabled         [3]string
+		samples, update string
+		lo, hi          time.Duration
+		ok              bool
+	}{
+		{"default 0x7127", [3]string{"1", "1", "1"}, "1", "7", 6600 * time.Microsecond, 6600 * time.Microsecond, true},
+		{"one channel", [3]string{"1", "0", "0"}, "1", "2", 2200 * time.Microsecond, 2200 * time.Microsecond, true},
+		// Newer kernels publish channels × (CT + CT) whatever samples is:
+		// 7 ms with 4 samples is a 26.4 ms window; older ones include
+		// samples, and no CT gives 4 × 6 × CT ≈ 7 ms.
+		{"samples not in update_interval", [3]string{"1", "1", "1"}, "4", "7", 26400 * time.Microsecond, 26400 * time.Microsecond, true},
+		{"samples in update_interval", [3]string{"1", "1", "1"}, "4", "26", 26400 * time.Microsecond, 26400 * time.Microsecond, true},
+		// 140 µs and 204 µs CTs both round to 1 ms on three channels.
+		{"ambiguous", [3]string{"1", "1", "1"}, "1", "1", 840 * time.Microsecond, 1224 * time.Microsecond, true},
+		{"no CT fits", [3]string{"1", "1", "1"}, "1", "3", 0, 0, false},
+		{"no samples", [3]string{"1", "1", "1"}, "", "7", 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := tree(t)
+			dir := filepath.Join(root, "hwmon1")
+			set(t, dir, "in1_enable", tt.enabled[0], "in2_enable", tt.enabled[1], "in3_enable", tt.enabled[2])
+			if tt.samples == "" {
+				if err := os.Remove(filepath.Join(dir, "samples")); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				set(t, dir, "samples", tt.samples)
+			}
+			u, _ := strconv.Atoi(tt.update)
+			lo, hi, ok := ina3221Window(rail(t, root, "hwmon1/ina3221:1(VDD_IN)"), time.Duration(u)*time.Millisecond)
+			if lo != tt.lo || hi != tt.hi || ok != tt.ok {
+				t.Fatalf("got [%v, %v] %v, want [%v, %v] %v", lo, hi, ok, tt.lo, tt.hi, tt.ok)
+			}
+		})
 	}
 }

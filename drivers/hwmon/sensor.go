@@ -80,6 +80,12 @@ type Sensor struct {
 	// times the kernel's step.
 	modulus uint64
 
+	// witness lists the other enabled channels' attribute files of a
+	// multi-channel chip (the INA3221's in<N>_input and in<N+3>_input):
+	// the chip converts its channels in turn, so a change in any of them
+	// proves it is converting while this rail's values stay identical.
+	witness []string
+
 	seen      bool
 	last      reading
 	changedAt time.Time
@@ -96,12 +102,16 @@ type reading struct {
 	at                              time.Time     // when the last attribute had been read
 	took                            time.Duration // how long the attribute reads took
 	bus, shunt, curr, power, energy int64
+	// wit holds the witness files' values, read after the stamp (they
+	// prove freshness, not the value, so they do not lengthen the latch);
+	// math.MinInt64 where one could not be read.
+	wit [4]int64
 }
 
 // same reports whether every attribute is identical, the sign of a frozen
 // chip or driver.
 func (r reading) same(o reading) bool {
-	return r.bus == o.bus && r.shunt == o.shunt && r.curr == o.curr && r.power == o.power && r.energy == o.energy
+	return r.bus == o.bus && r.shunt == o.shunt && r.curr == o.curr && r.power == o.power && r.energy == o.energy && r.wit == o.wit
 }
 
 // Open prepares rail for reading, checks that it can be read now and takes
@@ -138,10 +148,16 @@ func Open(rail Rail, opts Options) (*Sensor, error) {
 	// update_interval is rounded to the millisecond (ina3221.c:
 	// DIV_ROUND_CLOSEST of 6.6 ms is 7), so half a millisecond widens the
 	// clock's tolerance.
-	tol, shortest := ClockTolerance, s.conv-s.conv/10
+	win, tol, shortest := s.conv, ClockTolerance, s.conv-s.conv/10
 	if update > 0 {
 		tol += float64(500*time.Microsecond) / float64(update)
 		shortest -= 500 * time.Microsecond
+	}
+	if lo, hi, ok := ina3221Window(rail, update); ok {
+		// The chip's configuration is known exactly: the window is one
+		// of the datasheet's conversion times, not the rounded interval.
+		l, h := float64(lo)*(1-ClockTolerance), float64(hi)*(1+ClockTolerance)
+		win, tol, shortest = time.Duration((l+h)/2), (h-l)/(h+l), time.Duration(l)
 	}
 	avgPace := time.Duration(0)
 	if !rail.HasEnergy() && shortest*avgPaceNum/avgPaceDen >= minAvgPace {
@@ -168,6 +184,8 @@ func Open(rail Rail, opts Options) (*Sensor, error) {
 	}
 	s.stale = max(3*staleBase, opts.StaleAfter)
 
+	s.witness = witnesses(rail)
+
 	r, err := shuntOf(rail, c, opts.ShuntMicroOhms)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.name, err)
@@ -189,7 +207,7 @@ func Open(rail Rail, opts Options) (*Sensor, error) {
 		s.info.MaxPeriod = pace + s.conv
 	} else {
 		s.info.Accuracy.Quantum = 0
-		s.info.Averaging = drivers.Averaging{Window: s.conv, Tolerance: tol}
+		s.info.Averaging = drivers.Averaging{Window: win, Tolerance: tol}
 	}
 	s.pacer = drivers.NewPacer(s.clock, pace)
 
@@ -205,6 +223,78 @@ func Open(rail Rail, opts Options) (*Sensor, error) {
 		s.base, s.primed = first, true
 	}
 	return s, nil
+}
+
+// ina3221Conv is the datasheet's conversion time per CT code, µs
+// (SBOS576: typical; the maximum is 10 % above).
+var ina3221Conv = [...]int64{140, 204, 332, 588, 1100, 2116, 4156, 8244}
+
+// ina3221Window recovers the INA3221's nominal averaging window from what
+// sysfs shows: the enabled channels (in<N>_enable), the averaging count
+// (samples) and update_interval, which ina3221.c derives from the
+// configuration register as DIV_ROUND_CLOSEST(channels × (bus CT + shunt
+// CT) [× samples, before the kernel dropped the factor], 1000) ms with both
+// CTs set alike. Every CT whose interval, under either convention, rounds
+// to the published one is a candidate; lo and hi are the shortest and
+// longest window they give. ok is false where any input is missing.
+func ina3221Window(rail Rail, update time.Duration) (lo, hi time.Duration, ok bool) {
+	if rail.Chip != "ina3221" || update <= 0 {
+		return 0, 0, false
+	}
+	samples, err := readInt(filepath.Join(rail.Dir, "samples"))
+	if err != nil || samples < 1 || samples > 1024 {
+		return 0, 0, false
+	}
+	var channels int64
+	for n := 1; n <= 3; n++ {
+		v, err := readInt(filepath.Join(rail.Dir, fmt.Sprintf("in%d_enable", n)))
+		if err != nil {
+			return 0, 0, false
+		}
+		if v != 0 {
+			channels++
+		}
+	}
+	ms := update.Milliseconds()
+	for _, ct := range ina3221Conv {
+		perSample := channels * 2 * ct // µs, one sample of every channel
+		for _, published := range []int64{perSample, perSample * samples} {
+			if (published+500)/1000 != ms {
+				continue
+			}
+			w := time.Duration(perSample*samples) * time.Microsecond // the chip's true window
+			if !ok || w < lo {
+				lo = w
+			}
+			if !ok || w > hi {
+				hi = w
+			}
+			ok = true
+		}
+	}
+	return lo, hi, ok
+}
+
+// witnesses lists the attribute files of rail's chip that prove the chip
+// converts: on the INA3221, the bus and shunt inputs of its other enabled
+// channels (a disabled one reads in<N>_enable 0 and fails with ENODATA).
+// A single-channel chip has none beyond the rail's own.
+func witnesses(rail Rail) []string {
+	if rail.Chip != "ina3221" {
+		return nil
+	}
+	var w []string
+	for n := 1; n <= 3; n++ {
+		if n == rail.Channel || readString(filepath.Join(rail.Dir, fmt.Sprintf("in%d_enable", n))) == "0" {
+			continue
+		}
+		for _, f := range []string{fmt.Sprintf("in%d_input", n), fmt.Sprintf("in%d_input", n+3)} {
+			if exists(filepath.Join(rail.Dir, f)) {
+				w = append(w, f)
+			}
+		}
+	}
+	return w[:min(len(w), len(reading{}.wit))]
 }
 
 // shuntOf is the resistance the kernel scales the rail by, in µΩ.
@@ -265,6 +355,13 @@ func (s *Sensor) read() (reading, error) {
 	}
 	r.at = s.clock.Now()
 	r.took = r.at.Sub(start)
+	for i, f := range s.witness {
+		v, err := readInt(filepath.Join(s.rail.Dir, f))
+		if err != nil {
+			v = math.MinInt64 // no evidence either way
+		}
+		r.wit[i] = v
+	}
 	return r, nil
 }
 
