@@ -19,17 +19,18 @@ const MedianCIConfidencePPM = 950_000
 // ConfidencePPM says what it does reach (n = 5: 937 500), so a reader is
 // never told more than the data give.
 type MedianCI struct {
-	Lo milli `json:"lo"`
-	Hi milli `json:"hi"`
+	Lo Milli `json:"lo"`
+	Hi Milli `json:"hi"`
 	// Rank is l: Lo is the l-th smallest value, Hi the l-th largest.
 	Rank int `json:"rank"`
 	// ConfidencePPM is the exact coverage of [Lo, Hi], rounded down.
 	ConfidencePPM int64 `json:"confidence_ppm"`
 }
 
-// medianCI computes MedianCI over xs (thousandths); nil for no values.
-// Exact: binomial sums in big integers, the coverage floored to ppm.
-func medianCI(xs []milli) *MedianCI {
+// medianCI computes MedianCI over xs (thousandths, as Summarise holds
+// the per-serve figures); nil for no values. Exact: binomial sums in big
+// integers, the coverage floored to ppm.
+func medianCI(xs []int64) *MedianCI {
 	n := len(xs)
 	if n == 0 {
 		return nil
@@ -56,5 +57,5 @@ func medianCI(xs []milli) *MedianCI {
 		}
 		best, bestCov = l, cov
 	}
-	return &MedianCI{Lo: s[best-1], Hi: s[n-best], Rank: best, ConfidencePPM: bestCov}
+	return &MedianCI{Lo: Milli(s[best-1]), Hi: Milli(s[n-best]), Rank: best, ConfidencePPM: bestCov}
 }

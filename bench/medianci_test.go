@@ -17,15 +17,15 @@ func TestMedianCIRanks(t *testing.T) {
 		{1, 1, 0}, {2, 1, 500_000}, {5, 1, 937_500}, {6, 1, 968_750}, {8, 1, 992_187}, {9, 2, 960_937},
 		{16, 4, 978_729}, {17, 5, 950_958},
 	} {
-		xs := make([]milli, c.n)
+		xs := make([]int64, c.n)
 		for i := range xs {
-			xs[i] = milli(1000 * (c.n - i)) // unsorted on purpose
+			xs[i] = int64(1000 * (c.n - i)) // unsorted on purpose
 		}
 		ci := medianCI(xs)
 		if ci.Rank != c.rank || ci.ConfidencePPM != c.ppm {
 			t.Errorf("n=%d: rank %d conf %d, want %d %d", c.n, ci.Rank, ci.ConfidencePPM, c.rank, c.ppm)
 		}
-		if ci.Lo != milli(1000*c.rank) || ci.Hi != milli(1000*(c.n-c.rank+1)) {
+		if ci.Lo != Milli(1000*c.rank) || ci.Hi != Milli(1000*(c.n-c.rank+1)) {
 			t.Errorf("n=%d: [%v, %v] are not the %d-th order statistics", c.n, ci.Lo, ci.Hi, c.rank)
 		}
 	}
@@ -45,9 +45,9 @@ func TestMedianCICoverage(t *testing.T) {
 		hit := 0
 		var conf int64
 		for range trials {
-			xs := make([]milli, n)
+			xs := make([]int64, n)
 			for i := range xs {
-				xs[i] = milli(rng.ExpFloat64() * 1000)
+				xs[i] = int64(rng.ExpFloat64() * 1000)
 			}
 			ci := medianCI(xs)
 			conf = ci.ConfidencePPM
