@@ -31,6 +31,7 @@ type Agent struct {
 	log          *slog.Logger
 	observe      func(Event)
 	runs         runs // the open runs (runs.go)
+	boardRoot    string
 }
 
 // table is the part of an Agent a reload replaces as a whole, so a serve
@@ -100,6 +101,9 @@ type Config struct {
 	// RunTimeout closes a run with no request for this long as abandoned
 	// (CloseAbandoned, by Clock); 0 is DefaultRunTimeout.
 	RunTimeout time.Duration
+	// BoardRoot is the file-system root the machine state sealed at a
+	// run's open and close is read under (board.ReadState); "" is "/".
+	BoardRoot string
 }
 
 // Routes is what Reconfigure replaces: the backends, their meters and the
@@ -129,7 +133,10 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: a steward is required")
 	}
 	a := &Agent{steward: cfg.Steward, clock: cfg.Clock, mustHave: cfg.RequireGrant, requireMeter: cfg.RequireMeter,
-		costs: newCosts(), log: cfg.Logger, observe: cfg.Observe}
+		costs: newCosts(), log: cfg.Logger, observe: cfg.Observe, boardRoot: cfg.BoardRoot}
+	if a.boardRoot == "" {
+		a.boardRoot = "/"
+	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
