@@ -52,6 +52,9 @@ type Body struct {
 	Chain   Chain        `json:"chain"`
 	Summary Summary      `json:"summary"`
 	Trace   TraceSection `json:"trace"`
+	// State is the machine state the steward sealed at the run's open and
+	// close (state.go); absent where the run's records carry none.
+	State *StateSection `json:"state,omitempty"`
 	// Digests are the SHA-256 (hex) of each other section's canonical
 	// JSON, so a verifier can name the section an altered byte is in.
 	Digests map[string]string `json:"digests"`

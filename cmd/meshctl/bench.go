@@ -446,6 +446,10 @@ func printVerified(w *strings.Builder, path string, v *bench.Verified) {
 	fmt.Fprintf(w, "report %s: workload %q, %d serves (%d warm-up), %s\n", path, b.Workload.Name, len(b.Serves), warm, status)
 	fmt.Fprintf(w, "board: %s, meshd %s\n", v.Node.Label(), v.Node.Version)
 	fmt.Fprintf(w, "steward: %s\n", b.Steward)
+	if b.State != nil {
+		fmt.Fprintf(w, "board state at open (sealed): %s\n", bench.StateLine(b.State.Open))
+		fmt.Fprintf(w, "board state at close (sealed): %s\n", bench.StateLine(b.State.Close))
+	}
 	if n := len(v.Receipts); n > 0 {
 		fmt.Fprintf(w, "chain: %d receipts, sequences %d..%d, every signature and link verified\n", n, b.Chain.First, b.Chain.First+uint64(n)-1)
 	}
