@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -771,6 +773,33 @@ func TestPlotsAndCSV(t *testing.T) {
 			t.Errorf("%s: the SVG is missing or empty (%v)", tc.file, err)
 		}
 	}
+	// Every figure of both reports is written, as a PNG of the set size
+	// and an SVG: the energy-vs-speed plot, the whole run's trace.
+	for _, f := range []string{
+		filepath.Join(estDir, "pareto_uj_per_token_vs_tokens_per_s.png"), filepath.Join(metDir, "pareto_uj_per_token_vs_tokens_per_s.png"),
+		filepath.Join(metDir, "power_run_report.png"), filepath.Join(metDir, "uj_per_token_by_board.png"),
+	} {
+		if !strings.Contains(out, f) {
+			t.Fatalf("plot did not list %s:\n%s", f, out)
+		}
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(fh)
+		fh.Close()
+		if err != nil || cfg.Width < 700 || cfg.Height < 400 || cfg.Width*5 != cfg.Height*8 {
+			t.Errorf("%s: %v, %d×%d: not an 8×5 picture", f, err, cfg.Width, cfg.Height)
+		}
+	}
+	// The whole run's trace marks the measured receipts' windows in two
+	// alternating shades.
+	if n := colourPixels(t, filepath.Join(metDir, "power_run_report.png"), windowShade2); n < 100 {
+		t.Errorf("power_run: %d pixels of the second window shade", n)
+	}
+	if n := colourPixels(t, filepath.Join(estDir, "pareto_uj_per_token_vs_tokens_per_s.png"), paretoColour); n < 100 { // one halo at least: a front is never empty
+		t.Errorf("pareto: %d pixels of the front's colour", n)
+	}
 	// An axis-only picture has none of the series colours.
 	if n := colourPixels(t, filepath.Join(estDir, "uj_per_token_by_board.png"), seriesColors[5]); n != 0 {
 		t.Errorf("%d pixels of an unused series colour", n)
@@ -794,6 +823,75 @@ func TestPlotsAndCSV(t *testing.T) {
 	}
 	if !strings.Contains(string(rec), rep.Body.Chain.Envelopes[0]) {
 		t.Error("receipts.csv does not carry the envelopes")
+	}
+	rows, err := csv.NewReader(bytes.NewReader(sum)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	first := rows[1]
+	for name, want := range map[string]string{
+		"gross_ci_low": c.GrossMedianCI.Lo.String(), "gross_ci_high": c.GrossMedianCI.Hi.String(),
+		"gross_ci_confidence_ppm": fmt.Sprint(c.GrossMedianCI.ConfidencePPM), "ttft_ms_median": c.TTFTMs.Median.String(),
+		"run": "complete", "meter_kinds": ProvenanceText(c.MeterKinds),
+	} {
+		if i, ok := col[name]; !ok || first[i] != want {
+			t.Errorf("summary.csv %s: %q, want %q", name, first[min(i, len(first)-1)], want)
+		}
+	}
+	rrows, err := csv.NewReader(bytes.NewReader(rec)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.Index(rrows[0], "first_token_ns"); i < 0 || rrows[1][i] == "" {
+		t.Errorf("receipts.csv has no first_token_ns column or value: %q", rrows[0])
+	}
+}
+
+// The µJ/token axes go logarithmic when a bound reaches more than ten
+// times above its median, and only then.
+func TestNeedLogY(t *testing.T) {
+	cell := func(med, hi int64) CellSummary {
+		return CellSummary{Gross: &Stats{Median: Milli(med)}, GrossMedianBound: &Interval{Low: 0, High: Milli(hi)}}
+	}
+	for _, tc := range []struct {
+		name  string
+		cells []CellSummary
+		want  bool
+	}{
+		{"a shunt's bound", []CellSummary{cell(40e3, 41e3)}, false},
+		{"exactly ten times", []CellSummary{cell(4e3, 40e3)}, false},
+		{"a hwmon rail's bound, 20×", []CellSummary{cell(40e3, 41e3), cell(4e3, 80e3)}, true},
+		{"unbounded", []CellSummary{{Gross: &Stats{Median: 5}}}, false},
+		{"no figure", []CellSummary{{}}, false},
+	} {
+		if got := needLogY(tc.cells); got != tc.want {
+			t.Errorf("%s: log axis %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if f := logFloor([]CellSummary{cell(4e3, 80e3), cell(40e3, 41e3)}); f != 0.4 {
+		t.Errorf("log floor %v, want a tenth of the least positive median, 0.4", f)
+	}
+}
+
+// The Pareto front is the cells nothing beats on both speed and energy.
+func TestParetoFront(t *testing.T) {
+	pts := []paretoPoint{
+		{10, 50}, // beaten by {20, 40}
+		{20, 40},
+		{30, 45}, // faster than {20, 40}, dearer: on the front
+		{5, 30},  // cheapest: on the front
+		{30, 46}, // beaten by {30, 45} on energy at equal speed
+		{20, 40}, // equal to another: neither beats the other
+	}
+	if got := paretoFront(pts); !slices.Equal(got, []int{1, 2, 3, 5}) {
+		t.Fatalf("front %v, want [1 2 3 5]", got)
+	}
+	if got := paretoFront(nil); len(got) != 0 {
+		t.Fatalf("front of nothing: %v", got)
 	}
 }
 
