@@ -32,6 +32,7 @@ type Agent struct {
 	observe      func(Event)
 	runs         runs      // the open runs (runs.go)
 	spanIdle     spanIdles // idle records sealed for spans' quiet stretches (spanidle.go)
+	boardRoot    string
 }
 
 // table is the part of an Agent a reload replaces as a whole, so a serve
@@ -101,6 +102,9 @@ type Config struct {
 	// RunTimeout closes a run with no request for this long as abandoned
 	// (CloseAbandoned, by Clock); 0 is DefaultRunTimeout.
 	RunTimeout time.Duration
+	// BoardRoot is the file-system root the machine state sealed at a
+	// run's open and close is read under (board.ReadState); "" is "/".
+	BoardRoot string
 }
 
 // Routes is what Reconfigure replaces: the backends, their meters and the
@@ -130,7 +134,10 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: a steward is required")
 	}
 	a := &Agent{steward: cfg.Steward, clock: cfg.Clock, mustHave: cfg.RequireGrant, requireMeter: cfg.RequireMeter,
-		costs: newCosts(), log: cfg.Logger, observe: cfg.Observe}
+		costs: newCosts(), log: cfg.Logger, observe: cfg.Observe, boardRoot: cfg.BoardRoot}
+	if a.boardRoot == "" {
+		a.boardRoot = "/"
+	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -371,12 +378,13 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
 	var (
-		b        engine.Backend
-		meter    Meter
-		res      engine.Result
-		energy   wire.Energy
-		metering wire.Metering
-		idle     spanIdle
+		b          engine.Backend
+		meter      Meter
+		res        engine.Result
+		energy     wire.Energy
+		metering   wire.Metering
+		idle       spanIdle
+		firstToken *uint64
 	)
 	for {
 		b = candidates[dec.Chosen]
@@ -396,7 +404,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		if emit := eopts.Emit; emit != nil {
 			eopts.Emit = func(p []byte) error { emitted = true; return emit(p) }
 		}
-		res, energy, metering, err = a.metered(ctx, b, meter, req, prompt, eopts, &idle)
+		res, energy, metering, firstToken, err = a.metered(ctx, b, meter, req, prompt, eopts, &idle)
 		if err == nil {
 			break
 		}
@@ -439,6 +447,9 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		Candidates: dec.receipt(),
 		CeilingUJ:  req.JouleCeilingUJ,
 		Run:        opts.Run,
+		// The serve's interval is the meter's (x_serve_ns), the first
+		// piece's time the agent's clock: never past the serve's end.
+		FirstTokenNs: clampFirstToken(firstToken, metering.ServeNs, res),
 	}
 	if hold != nil {
 		// The grant is debited the charged figure, capped at the hold the
@@ -476,12 +487,16 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 // before the window opens, so queueing is never metered. The estimate is
 // always the backend's model applied to the tokens actually served. idle
 // is set to the quiet stretch the reading's x_idle_uw subtracts.
-func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req wire.ServeRequest, prompt []byte, opts engine.Options, idle *spanIdle) (engine.Result, wire.Energy, wire.Metering, error) {
+//
+// It also times the first output piece: ns from the serve's start to the
+// first piece an engine.OptionBackend emitted, on the agent's clock (nil
+// when the engine emitted nothing piece by piece).
+func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req wire.ServeRequest, prompt []byte, opts engine.Options, idle *spanIdle) (engine.Result, wire.Energy, wire.Metering, *uint64, error) {
 	*idle = spanIdle{}
 	if sb, ok := b.(engine.Slotted); ok {
 		held, release, err := sb.Acquire(ctx)
 		if err != nil {
-			return engine.Result{}, wire.Energy{}, wire.Metering{}, err
+			return engine.Result{}, wire.Energy{}, wire.Metering{}, nil, err
 		}
 		defer release()
 		ctx = held
@@ -491,7 +506,25 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req 
 	if meter != nil {
 		win, meterErr = meter.Open(ctx)
 	}
+	var first *uint64
 	start := a.clock()
+	if _, ok := b.(engine.OptionBackend); ok {
+		// Time the first piece where the engine emits it. Emit is called
+		// on the serving goroutine and never after ServeWith returns, so
+		// first needs no lock; the caller's Emit, when there is one, still
+		// receives every piece.
+		emit := opts.Emit
+		opts.Emit = func(p []byte) error {
+			if first == nil && len(p) > 0 {
+				ns := uint64(max(a.clock().Sub(start), 0).Nanoseconds())
+				first = &ns
+			}
+			if emit != nil {
+				return emit(p)
+			}
+			return nil
+		}
+	}
 	res, err := serveOn(ctx, b, req, prompt, opts)
 	span := a.clock().Sub(start)
 	var reading wire.Reading
@@ -505,10 +538,10 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req 
 		}
 	}
 	if err != nil {
-		return engine.Result{}, wire.Energy{}, wire.Metering{}, err
+		return engine.Result{}, wire.Energy{}, wire.Metering{}, nil, err
 	}
 	if err := res.Outcome.Validate(); err != nil {
-		return engine.Result{}, wire.Energy{}, wire.Metering{}, fmt.Errorf("engine reported an impossible outcome: %w", err)
+		return engine.Result{}, wire.Energy{}, wire.Metering{}, nil, fmt.Errorf("engine reported an impossible outcome: %w", err)
 	}
 	if up := res.Upstream; up != nil {
 		// A forwarded serve's energy is the upstream's, with the evidence
@@ -516,35 +549,49 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req 
 		// the claim is never better than the upstream's. Whatever a local
 		// meter saw is the forwarding, not the serve.
 		if err := up.Energy.Validate(); err != nil {
-			return engine.Result{}, wire.Energy{}, wire.Metering{}, fmt.Errorf("upstream receipt %s: %w", up.Receipt, err)
+			return engine.Result{}, wire.Energy{}, wire.Metering{}, nil, fmt.Errorf("upstream receipt %s: %w", up.Receipt, err)
 		}
 		// Its idle figure is backed by a record in the upstream's chain,
 		// which this chain cannot name: it is not carried.
 		m := up.Metering
 		m.IdleUW = nil
-		return res, up.Energy, m, nil
+		return res, up.Energy, m, nil, nil
 	}
 	est := estimate(b.UJPerToken(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut))
 	if win != nil && meterErr == nil {
 		switch reading.Provenance {
 		case wire.HwShunt:
-			return res, wire.Measured(reading.EnergyUJ, est), reading.Metering, nil
+			return res, wire.Measured(reading.EnergyUJ, est), reading.Metering, first, nil
 		case wire.ModelBased:
 			// The meter-derived figure is a model: it is carried as the
 			// estimate, never as measured.
-			return res, wire.Modelled(nil, reading.EnergyUJ), reading.Metering, nil
+			return res, wire.Modelled(nil, reading.EnergyUJ), reading.Metering, first, nil
 		}
 	}
 	if meter != nil {
 		a.log.Warn("serve sealed as Estimator: the meter measured nothing", "backend", b.Name(), "meter", meter.Name(), "err", meterErr)
 	}
 	// No meter, or a meter that saw nothing valid: say so, never a zero.
-	return res, wire.Estimated(est), estimatorMetering(span), nil
+	return res, wire.Estimated(est), estimatorMetering(span), first, nil
 }
 
 // serveOn runs the engine with opts. A backend without options support
 // serves plain requests, and streams by emitting its whole output at
 // once; it cannot render chat.
+// clampFirstToken is x_first_token_ns for a sealed serve: the agent's
+// time to the first piece, at most the meter's x_serve_ns (two clocks
+// timing one interval may disagree by their resolution; the first piece
+// was emitted within the serve). None for a serve with no output, and none
+// for a forwarded serve: its x_serve_ns is the upstream's interval, not
+// the one the piece was timed in.
+func clampFirstToken(first *uint64, serveNs uint64, res engine.Result) *uint64 {
+	if first == nil || res.Outcome.TokensOut == 0 || res.Upstream != nil {
+		return nil
+	}
+	v := min(*first, serveNs)
+	return &v
+}
+
 func serveOn(ctx context.Context, b engine.Backend, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, error) {
 	if ob, ok := b.(engine.OptionBackend); ok && (opts.Chat || opts.Emit != nil) {
 		return ob.ServeWith(ctx, req, prompt, opts)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"meshd/agent/board"
+	"meshd/rag"
 	"meshd/steward"
 	"meshd/wire"
 )
@@ -126,6 +129,24 @@ func CheckRunOpen(d RunOpen) error {
 	return nil
 }
 
+// boardState is the machine state a run's records seal: board.State as
+// RFC 8785 canonical JSON, read now under the agent's board root.
+func (a *Agent) boardState() (string, error) {
+	st, err := board.ReadState(a.boardRoot)
+	if err != nil {
+		return "", err
+	}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return "", fmt.Errorf("board state: %w", err)
+	}
+	c, err := rag.Canonical(raw)
+	if err != nil {
+		return "", fmt.Errorf("board state: %w", err)
+	}
+	return string(c), nil
+}
+
 // FieldError is a request field out of its domain.
 type FieldError struct{ Field, Msg string }
 
@@ -141,6 +162,11 @@ type SealedRecord struct {
 // is the run's id, which serves and idle windows name.
 func (a *Agent) OpenRun(ctx context.Context, d RunOpen) (*SealedRecord, error) {
 	if err := CheckRunOpen(d); err != nil {
+		return nil, fmt.Errorf("open run: %w", err)
+	}
+	// The machine state is the daemon's to state, never the client's.
+	var err error
+	if d.State, err = a.boardState(); err != nil {
 		return nil, fmt.Errorf("open run: %w", err)
 	}
 	doc := d.Encode()
@@ -228,6 +254,12 @@ func (a *Agent) closeRun(ctx context.Context, seq uint64, reason string, abandon
 	if d.Reason != "" {
 		d.Status = steward.RunIncomplete
 	}
+	state, err := a.boardState()
+	if err != nil {
+		reopen()
+		return nil, fmt.Errorf("close run %d: %w", seq, err)
+	}
+	d.State = state
 	doc := d.Encode()
 	run := seq
 	sealed, err := a.steward.Seal(context.WithoutCancel(ctx), steward.RunRecordDraft(steward.RecordRunClose, doc, &run, steward.RunRoute(steward.RecordRunClose, nil, &d)))

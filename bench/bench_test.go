@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -430,6 +432,22 @@ func TestRunVerify(t *testing.T) {
 		if c.TokensPerS == nil || c.TokensPerS.Median <= 0 {
 			t.Errorf("cell %d×%d: no tokens/s", c.PromptWords, c.MaxTokens)
 		}
+		// Three repetitions: the median's interval is their range, at the
+		// 75 % it really has (1 − 2/8).
+		if ci := c.GrossMedianCI; ci == nil || ci.Rank != 1 || ci.ConfidencePPM != 750_000 || ci.Lo != c.Gross.Min || ci.Hi != c.Gross.Max {
+			t.Errorf("cell %d×%d: median CI %+v of %+v", c.PromptWords, c.MaxTokens, ci, c.Gross)
+		}
+		// The reference engine emits token by token: the daemon timed the
+		// first piece of every serve, within the serve.
+		if c.TTFTMs == nil || c.TTFTMs.Max < c.TTFTMs.Min || c.StatPerToken != nil || c.MeterKinds["estimator"] != 3 {
+			t.Errorf("cell %d×%d: ttft %+v, stat %v, meter kinds %v", c.PromptWords, c.MaxTokens, c.TTFTMs, c.StatPerToken, c.MeterKinds)
+		}
+	}
+	for _, sv := range b.Serves {
+		r := s.logged(t, sv.Sequence).Receipt
+		if r.FirstTokenNs == nil || *r.FirstTokenNs > *r.ServeNs {
+			t.Errorf("serve %d: x_first_token_ns %v of x_serve_ns %d", sv.Index, r.FirstTokenNs, *r.ServeNs)
+		}
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -515,6 +533,8 @@ func TestVerifyNamesTheAlteredPlace(t *testing.T) {
 		{"an envelope's signature", alter(t, data, env3, env3[:len(env3)-8], 0), fmt.Sprintf("chain.envelopes[3] (receipt sequence %d)", seq3)},
 		{"a summary figure", alter(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 0), "summary cell 4×8 (summary.cells[0]) gross_uj_per_token.max"},
 		{"a summary figure in the third cell", alterNth(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 2, 0), "summary cell 16×8 (summary.cells[2]) gross_uj_per_token.max"},
+		{"a median's confidence interval", alter(t, data, `"summary":{`, `"gross_median_ci":{"confidence_ppm":`, 0), "summary cell 4×8 (summary.cells[0]) gross_median_ci.confidence_ppm"},
+		{"a time to first token", alter(t, data, `"summary":{`, `"ttft_ms":{"iqr":`, 0), "summary cell 4×8 (summary.cells[0]) ttft_ms.iqr"},
 		{"the board section", alter(t, data, `"board":{`, `"cpu_model":"`, 1), "board: is not what the steward sealed at run open"},
 		{"the workload", alter(t, data, `"workload":{`, `"name":"`, 1), "run.open (receipt sequence 0): binds workload SHA-256"},
 		{"the trace note", alter(t, data, `"trace":{`, `"note":"`, 2), "trace: its SHA-256 is"},
@@ -587,31 +607,41 @@ func TestCompare(t *testing.T) {
 }
 
 func TestVerdicts(t *testing.T) {
-	entry := func(name, recipe, prov string, med, lo, hi int64, bounded bool) *Entry {
-		c := CellSummary{Gross: &Stats{Median: Milli(med)}, Provenance: map[string]int{prov: 3}}
+	// A cell whose median µJ/token is med, its meter bound [lo, hi] and
+	// its run spread (the median's 95 % CI) [clo, chi] (in thousandths).
+	type fig struct{ med, lo, hi, clo, chi int64 }
+	entry := func(name, recipe, prov string, f fig, bounded bool) *Entry {
+		c := CellSummary{Gross: &Stats{Median: Milli(f.med)}, Provenance: map[string]int{prov: 6},
+			GrossMedianCI: &MedianCI{Lo: Milli(f.clo), Hi: Milli(f.chi), Rank: 1, ConfidencePPM: 968_750}}
 		if bounded {
-			c.GrossMedianBound = &Interval{Low: Milli(lo), High: Milli(hi)}
+			c.GrossMedianBound = &Interval{Low: Milli(f.lo), High: Milli(f.hi)}
 		}
 		return &Entry{Name: name, Recipe: recipe, Cell: c}
 	}
+	narrow := func(med int64) fig { return fig{med, med - 1e3, med + 1e3, med - 500, med + 500} }
 	for _, tc := range []struct {
 		name string
 		a, b *Entry
 		want string
 	}{
-		{"estimator vs hardware", entry("a", "r", "Estimator", 40e3, 0, 0, false), entry("b", "r", "HwShunt", 50e3, 49e3, 51e3, true),
+		{"estimator vs hardware", entry("a", "r", "Estimator", narrow(40e3), false), entry("b", "r", "HwShunt", narrow(50e3), true),
 			"not ranked: a is Estimator, b is HwShunt: an Estimator figure is the backend's configured µJ/token, not a measurement"},
-		{"model vs hardware", entry("a", "r", "ModelBased", 40e3, 30e3, 50e3, true), entry("b", "r", "HwShunt", 50e3, 49e3, 51e3, true),
+		{"model vs hardware", entry("a", "r", "ModelBased", fig{40e3, 30e3, 50e3, 39e3, 41e3}, true), entry("b", "r", "HwShunt", narrow(50e3), true),
 			"not ranked: a is ModelBased, b is HwShunt: figures of different provenance"},
-		{"different models", entry("a", "r1", "HwShunt", 40e3, 39e3, 41e3, true), entry("b", "r2", "HwShunt", 50e3, 49e3, 51e3, true),
+		{"different models", entry("a", "r1", "HwShunt", narrow(40e3), true), entry("b", "r2", "HwShunt", narrow(50e3), true),
 			"not ranked: different models"},
-		{"overlap", entry("a", "r", "HwShunt", 40e3, 38e3, 45e3, true), entry("b", "r", "HwShunt", 44e3, 43e3, 46e3, true),
-			"no significant difference: 40 µJ/token in [38, 45] vs 44 in [43, 46]"},
-		{"touching", entry("a", "r", "HwShunt", 40e3, 38e3, 43e3, true), entry("b", "r", "HwShunt", 44e3, 43e3, 46e3, true),
-			"no significant difference"},
-		{"disjoint", entry("a", "r", "HwShunt", 40e3, 39e3, 41e3, true), entry("b", "r", "HwShunt", 50e3, 49e3, 51e3, true),
-			"a uses less: 40 vs 50 µJ/token (20.0% less; bounds [39, 41] and [49, 51] are disjoint)"},
-		{"unbounded", entry("a", "r", "ModelBased", 40e3, 0, 0, false), entry("b", "r", "ModelBased", 50e3, 49e3, 51e3, true),
+		{"bounds overlap, spreads too", entry("a", "r", "HwShunt", fig{40e3, 38e3, 45e3, 39e3, 44e3}, true), entry("b", "r", "HwShunt", fig{44e3, 43e3, 46e3, 43e3, 45e3}, true),
+			"no significant difference: 40 µJ/token in [38, 45] vs 44 in [43, 46] (neither separates them: the meter bounds [38, 45] and [43, 46] overlap, and so do the run spreads (95 % CIs of the median) [39, 44] at 96.875 % and [43, 45] at 96.875 %)"},
+		{"bounds touch, spreads apart", entry("a", "r", "HwShunt", fig{40e3, 38e3, 43e3, 39e3, 41e3}, true), entry("b", "r", "HwShunt", fig{44e3, 43e3, 46e3, 43e3, 45e3}, true),
+			"no significant difference: 40 µJ/token in [38, 43] vs 44 in [43, 46] (the meter bounds do not separate them"},
+		{"bounds apart, spreads overlap", entry("a", "r", "HwShunt", fig{40e3, 39e3, 41e3, 35e3, 49e3}, true), entry("b", "r", "HwShunt", fig{50e3, 49e3, 51e3, 48e3, 52e3}, true),
+			"no significant difference: 40 µJ/token in [39, 41] vs 50 in [49, 51] (the run spread does not separate them: the run spreads (95 % CIs of the median) [35, 49] at 96.875 % and [48, 52] at 96.875 % overlap; the meter bounds [39, 41] and [49, 51] are disjoint)"},
+		{"both apart", entry("a", "r", "HwShunt", narrow(40e3), true), entry("b", "r", "HwShunt", narrow(50e3), true),
+			"a uses less: 40 vs 50 µJ/token (20.0% less; meter bounds [39, 41] and [49, 51] are disjoint, and so are the run spreads (95 % CIs of the median) [39.5, 40.5] at 96.875 % and [49.5, 50.5] at 96.875 %)"},
+		{"no spread", entry("a", "r", "HwShunt", narrow(40e3), true), &Entry{Name: "b", Recipe: "r", Cell: CellSummary{Gross: &Stats{Median: 50e3},
+			Provenance: map[string]int{"HwShunt": 1}, GrossMedianBound: &Interval{Low: 49e3, High: 51e3}}},
+			"not ranked: a figure states no run spread"},
+		{"unbounded", entry("a", "r", "ModelBased", narrow(40e3), false), entry("b", "r", "ModelBased", narrow(50e3), true),
 			"not ranked: a figure carries no error bound"},
 		{"mixed", &Entry{Name: "a", Recipe: "r", Cell: CellSummary{Gross: &Stats{}, Provenance: map[string]int{"HwShunt": 2, "ModelBased": 1}}},
 			&Entry{Name: "b", Recipe: "r", Cell: CellSummary{Gross: &Stats{}, Provenance: map[string]int{"HwShunt": 2, "ModelBased": 1}}},
@@ -622,6 +652,60 @@ func TestVerdicts(t *testing.T) {
 				t.Fatalf("verdict %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// Point meters' ModelBased figures whose rigorous bounds overlap are
+// ranked, beside the rigorous verdict and labelled, by their statistical
+// uncertainty: only when the medians differ by more than √(sa² + sb²) and
+// the run spreads are apart; never across meter kinds or provenances.
+func TestStatisticalVerdicts(t *testing.T) {
+	m := func(v int64) *Milli { x := Milli(v); return &x }
+	entry := func(name, prov, kind string, med, clo, chi int64, stat *Milli) *Entry {
+		return &Entry{Name: name, Recipe: "r", Cell: CellSummary{Gross: &Stats{Median: Milli(med)},
+			Provenance: map[string]int{prov: 8}, MeterKinds: map[string]int{kind: 8},
+			GrossMedianBound: &Interval{Low: Milli(med - 200e3), High: Milli(med + 200e3)}, // a hwmon rail's bound: 20× the figure
+			GrossMedianCI:    &MedianCI{Lo: Milli(clo), Hi: Milli(chi), Rank: 1, ConfidencePPM: 992_187}, StatPerToken: stat}}
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *Entry
+		want string // "" for no statistical verdict
+	}{
+		// |Δ| = 1000 > √(300² + 400²) = 500, spreads apart.
+		{"ranked", entry("a", "ModelBased", "point", 10e3, 9.8e3, 10.2e3, m(300)), entry("b", "ModelBased", "point", 11e3, 10.8e3, 11.2e3, m(400)),
+			"statistical (95 %): a uses less by 1 µJ/token (10 vs 11; beyond √(0.3² + 0.4²) ≈ 0.5 from x_stat_uj"},
+		// |Δ| = 500 = √(300² + 400²): not beyond.
+		{"at the uncertainty", entry("a", "ModelBased", "point", 10e3, 9.9e3, 10.1e3, m(300)), entry("b", "ModelBased", "point", 10.5e3, 10.4e3, 10.6e3, m(400)),
+			"statistical (95 %): no difference beyond the statistical uncertainty: |10.5 − 10| ≤ √(0.3² + 0.4²) ≈ 0.5 µJ/token"},
+		{"spreads overlap", entry("a", "ModelBased", "point", 10e3, 9e3, 11.5e3, m(300)), entry("b", "ModelBased", "point", 11e3, 10.8e3, 11.2e3, m(400)),
+			"statistical (95 %): not ranked: the medians differ by 1 µJ/token, beyond √(0.3² + 0.4²) ≈ 0.5, but the run spreads"},
+		{"no x_stat_uj", entry("a", "ModelBased", "point", 10e3, 9.8e3, 10.2e3, nil), entry("b", "ModelBased", "point", 11e3, 10.8e3, 11.2e3, m(400)),
+			"statistical (95 %): not ranked: a figure carries no statistical uncertainty"},
+		{"different kinds", entry("a", "ModelBased", "point", 10e3, 9.8e3, 10.2e3, m(300)), entry("b", "ModelBased", "adc", 11e3, 10.8e3, 11.2e3, m(400)), ""},
+		{"hardware", entry("a", "HwShunt", "adc", 10e3, 9.8e3, 10.2e3, m(300)), entry("b", "HwShunt", "adc", 11e3, 10.8e3, 11.2e3, m(400)), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := statVerdict(tc.a, tc.b)
+			if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("statistical verdict %q, want %q", got, tc.want)
+			}
+			// The rigorous verdict is never the statistical one.
+			if r := verdict(tc.a, tc.b); strings.Contains(r, "statistical") || strings.Contains(r, "uses less") {
+				t.Fatalf("rigorous verdict %q ranks on overlapping bounds", r)
+			}
+		})
+	}
+	// The verdicts of a comparison carry both, and an incomplete run is
+	// flagged in each.
+	a := entry("a", "ModelBased", "point", 10e3, 9.8e3, 10.2e3, m(300))
+	b := entry("b", "ModelBased", "point", 11e3, 10.8e3, 11.2e3, m(400))
+	b.Incomplete = "INCOMPLETE run: interrupted"
+	vs := Comparison{Entries: []*Entry{b, a}}.Verdicts()
+	if len(vs) != 1 || vs[0].A != a || !strings.HasPrefix(vs[0].Text, "no significant difference") ||
+		!strings.HasPrefix(vs[0].Statistical, "statistical (95 %): a uses less") ||
+		!strings.HasSuffix(vs[0].Text, "[b: INCOMPLETE run: interrupted]") || !strings.HasSuffix(vs[0].Statistical, "[b: INCOMPLETE run: interrupted]") {
+		t.Fatalf("verdicts %+v", vs)
 	}
 }
 
@@ -713,6 +797,33 @@ func TestPlotsAndCSV(t *testing.T) {
 			t.Errorf("%s: the SVG is missing or empty (%v)", tc.file, err)
 		}
 	}
+	// Every figure of both reports is written, as a PNG of the set size
+	// and an SVG: the energy-vs-speed plot, the whole run's trace.
+	for _, f := range []string{
+		filepath.Join(estDir, "pareto_uj_per_token_vs_tokens_per_s.png"), filepath.Join(metDir, "pareto_uj_per_token_vs_tokens_per_s.png"),
+		filepath.Join(metDir, "power_run_report.png"), filepath.Join(metDir, "uj_per_token_by_board.png"),
+	} {
+		if !strings.Contains(out, f) {
+			t.Fatalf("plot did not list %s:\n%s", f, out)
+		}
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(fh)
+		fh.Close()
+		if err != nil || cfg.Width < 700 || cfg.Height < 400 || cfg.Width*5 != cfg.Height*8 {
+			t.Errorf("%s: %v, %d×%d: not an 8×5 picture", f, err, cfg.Width, cfg.Height)
+		}
+	}
+	// The whole run's trace marks the measured receipts' windows in two
+	// alternating shades.
+	if n := colourPixels(t, filepath.Join(metDir, "power_run_report.png"), windowShade2); n < 100 {
+		t.Errorf("power_run: %d pixels of the second window shade", n)
+	}
+	if n := colourPixels(t, filepath.Join(estDir, "pareto_uj_per_token_vs_tokens_per_s.png"), paretoColour); n < 100 { // one halo at least: a front is never empty
+		t.Errorf("pareto: %d pixels of the front's colour", n)
+	}
 	// An axis-only picture has none of the series colours.
 	if n := colourPixels(t, filepath.Join(estDir, "uj_per_token_by_board.png"), seriesColors[5]); n != 0 {
 		t.Errorf("%d pixels of an unused series colour", n)
@@ -736,6 +847,94 @@ func TestPlotsAndCSV(t *testing.T) {
 	}
 	if !strings.Contains(string(rec), rep.Body.Chain.Envelopes[0]) {
 		t.Error("receipts.csv does not carry the envelopes")
+	}
+	rows, err := csv.NewReader(bytes.NewReader(sum)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	first := rows[1]
+	for name, want := range map[string]string{
+		"gross_ci_low": c.GrossMedianCI.Lo.String(), "gross_ci_high": c.GrossMedianCI.Hi.String(),
+		"gross_ci_confidence_ppm": fmt.Sprint(c.GrossMedianCI.ConfidencePPM), "ttft_ms_median": c.TTFTMs.Median.String(),
+		"run": "complete", "meter_kinds": ProvenanceText(c.MeterKinds),
+	} {
+		if i, ok := col[name]; !ok || first[i] != want {
+			t.Errorf("summary.csv %s: %q, want %q", name, first[min(i, len(first)-1)], want)
+		}
+	}
+	rrows, err := csv.NewReader(bytes.NewReader(rec)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The chain opens with the run-open record, which serves nothing: the
+	// first serve's row carries the time to first token.
+	fi, si := slices.Index(rrows[0], "first_token_ns"), slices.Index(rrows[0], "serve")
+	if fi < 0 || si < 0 {
+		t.Fatalf("receipts.csv has no first_token_ns or serve column: %q", rrows[0])
+	}
+	served := 0
+	for _, row := range rrows[1:] {
+		if row[si] == "" {
+			if row[fi] != "" {
+				t.Errorf("a record's row carries first_token_ns %q: %q", row[fi], row)
+			}
+			continue
+		}
+		served++
+		if row[fi] == "" {
+			t.Errorf("serve %s has no first_token_ns: %q", row[si], row)
+		}
+	}
+	if served == 0 {
+		t.Error("receipts.csv lists no serve")
+	}
+}
+
+// The µJ/token axes go logarithmic when a bound reaches more than ten
+// times above its median, and only then.
+func TestNeedLogY(t *testing.T) {
+	cell := func(med, hi int64) CellSummary {
+		return CellSummary{Gross: &Stats{Median: Milli(med)}, GrossMedianBound: &Interval{Low: 0, High: Milli(hi)}}
+	}
+	for _, tc := range []struct {
+		name  string
+		cells []CellSummary
+		want  bool
+	}{
+		{"a shunt's bound", []CellSummary{cell(40e3, 41e3)}, false},
+		{"exactly ten times", []CellSummary{cell(4e3, 40e3)}, false},
+		{"a hwmon rail's bound, 20×", []CellSummary{cell(40e3, 41e3), cell(4e3, 80e3)}, true},
+		{"unbounded", []CellSummary{{Gross: &Stats{Median: 5}}}, false},
+		{"no figure", []CellSummary{{}}, false},
+	} {
+		if got := needLogY(tc.cells); got != tc.want {
+			t.Errorf("%s: log axis %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if f := logFloor([]CellSummary{cell(4e3, 80e3), cell(40e3, 41e3)}); f != 0.4 {
+		t.Errorf("log floor %v, want a tenth of the least positive median, 0.4", f)
+	}
+}
+
+// The Pareto front is the cells nothing beats on both speed and energy.
+func TestParetoFront(t *testing.T) {
+	pts := []paretoPoint{
+		{10, 50}, // beaten by {20, 40}
+		{20, 40},
+		{30, 45}, // faster than {20, 40}, dearer: on the front
+		{5, 30},  // cheapest: on the front
+		{30, 46}, // beaten by {30, 45} on energy at equal speed
+		{20, 40}, // equal to another: neither beats the other
+	}
+	if got := paretoFront(pts); !slices.Equal(got, []int{1, 2, 3, 5}) {
+		t.Fatalf("front %v, want [1 2 3 5]", got)
+	}
+	if got := paretoFront(nil); len(got) != 0 {
+		t.Fatalf("front of nothing: %v", got)
 	}
 }
 

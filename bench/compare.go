@@ -5,6 +5,7 @@ package bench
 
 import (
 	"fmt"
+	"math/big"
 	"sort"
 	"strings"
 )
@@ -18,6 +19,9 @@ type Entry struct {
 	Board  string
 	Recipe string
 	Cell   CellSummary
+	// Incomplete says why the entry's run did not finish ("" when it
+	// did): every verdict on it says so.
+	Incomplete string
 }
 
 // Provenance is the entry's provenance: the one name when all its serves
@@ -59,7 +63,8 @@ func (v *Verified) Entries(name string) []Entry {
 	var out []Entry
 	for _, c := range v.Report.Body.Summary.Cells {
 		out = append(out, Entry{Key: Key{Cell: Cell{c.PromptWords, c.MaxTokens}},
-			Name: name, Board: v.Node.Label(), Recipe: v.Report.Body.Workload.Model.Resolved, Cell: c})
+			Name: name, Board: v.Node.Label(), Recipe: v.Report.Body.Workload.Model.Resolved, Cell: c,
+			Incomplete: IncompleteText(v.Report.Body.Status)})
 	}
 	return out
 }
@@ -90,7 +95,25 @@ func Compare(entries []Entry) []Comparison {
 type Verdict struct {
 	// A's median is not the larger.
 	A, B *Entry
+	// Text is the rigorous verdict: meter bounds and run spread.
 	Text string
+	// Statistical is the separately labelled verdict of the statistical
+	// uncertainty (x_stat_uj), "" where it does not apply: only ModelBased
+	// figures of the same meter kind whose meter bounds overlap.
+	Statistical string
+}
+
+// IncompleteText is how verdicts, tables and titles flag a run that did
+// not finish: "" for a complete run.
+func IncompleteText(s Status) string {
+	if s.Complete {
+		return ""
+	}
+	why := s.Incomplete
+	if why == "" {
+		why = "no reason given"
+	}
+	return "INCOMPLETE run: " + why
 }
 
 // Verdicts compares every pair of the cell's entries, the smaller median
@@ -101,7 +124,14 @@ func (c Comparison) Verdicts() []Verdict {
 	var out []Verdict
 	for i := 0; i < len(es); i++ {
 		for j := i + 1; j < len(es); j++ {
-			out = append(out, Verdict{A: es[i], B: es[j], Text: verdict(es[i], es[j])})
+			v := Verdict{A: es[i], B: es[j], Text: verdict(es[i], es[j]), Statistical: statVerdict(es[i], es[j])}
+			if note := incompleteNote(es[i], es[j]); note != "" {
+				v.Text += note
+				if v.Statistical != "" {
+					v.Statistical += note
+				}
+			}
+			out = append(out, v)
 		}
 	}
 	return out
@@ -137,15 +167,97 @@ func verdict(a, b *Entry) string {
 		return "not ranked: a figure carries no error bound"
 	}
 	ba, bb := a.Cell.GrossMedianBound, b.Cell.GrossMedianBound
-	if ba.High >= bb.Low && bb.High >= ba.Low {
-		return fmt.Sprintf("no significant difference: %s µJ/token in %s vs %s in %s (the bounds overlap)",
-			a.Cell.Gross.Median, BoundText(ba), b.Cell.Gross.Median, BoundText(bb))
+	ca, cb := a.Cell.GrossMedianCI, b.Cell.GrossMedianCI
+	boundsApart := ba.High < bb.Low || bb.High < ba.Low
+	spreadApart := ca != nil && cb != nil && (ca.Hi < cb.Lo || cb.Hi < ca.Lo)
+	bounds := fmt.Sprintf("meter bounds %s and %s", BoundText(ba), BoundText(bb))
+	spread := fmt.Sprintf("run spreads (95 %% CIs of the median) %s and %s", CIText(ca), CIText(cb))
+	if ca == nil || cb == nil {
+		return fmt.Sprintf("not ranked: a figure states no run spread (95 %% CI of the median): %s", spread)
 	}
-	ma, mb := float64(a.Cell.Gross.Median), float64(b.Cell.Gross.Median)
-	pct := 0.0
-	if mb != 0 {
-		pct = 100 * (mb - ma) / mb
+	switch {
+	case !boundsApart && !spreadApart:
+		return fmt.Sprintf("no significant difference: %s µJ/token in %s vs %s in %s (neither separates them: the %s overlap, and so do the %s)",
+			a.Cell.Gross.Median, BoundText(ba), b.Cell.Gross.Median, BoundText(bb), bounds, spread)
+	case !boundsApart:
+		return fmt.Sprintf("no significant difference: %s µJ/token in %s vs %s in %s (the meter bounds do not separate them: the %s overlap; the %s are apart)",
+			a.Cell.Gross.Median, BoundText(ba), b.Cell.Gross.Median, BoundText(bb), bounds, spread)
+	case !spreadApart:
+		return fmt.Sprintf("no significant difference: %s µJ/token in %s vs %s in %s (the run spread does not separate them: the %s overlap; the %s are disjoint)",
+			a.Cell.Gross.Median, BoundText(ba), b.Cell.Gross.Median, BoundText(bb), spread, bounds)
 	}
-	return fmt.Sprintf("%s uses less: %s vs %s µJ/token (%.1f%% less; bounds %s and %s are disjoint)",
-		a.Name, a.Cell.Gross.Median, b.Cell.Gross.Median, pct, BoundText(ba), BoundText(bb))
+	return fmt.Sprintf("%s uses less: %s vs %s µJ/token (%s less; %s are disjoint, and so are the %s)",
+		a.Name, a.Cell.Gross.Median, b.Cell.Gross.Median, pctLess(a.Cell.Gross.Median, b.Cell.Gross.Median), bounds, spread)
+}
+
+// pctLess is how much less a is than b, in per cent of b.
+func pctLess(a, b Milli) string {
+	if b == 0 {
+		return "0.0%"
+	}
+	return fmt.Sprintf("%.1f%%", 100*(float64(b)-float64(a))/float64(b))
+}
+
+// CIText is a median's confidence interval as tables print it, with the
+// coverage it really has.
+func CIText(c *MedianCI) string {
+	if c == nil {
+		return "none"
+	}
+	return fmt.Sprintf("[%s, %s] at %s %%", c.Lo, c.Hi, Milli(c.ConfidencePPM/10)) // ppm to per cent in thousandths, floor
+}
+
+// statVerdict ranks two ModelBased figures of one meter kind by their
+// statistical uncertainty where the rigorous bounds cannot: "" where it
+// does not apply. It claims a difference only when the medians differ by
+// more than √(stat_a² + stat_b²) and the run spreads are apart too.
+func statVerdict(a, b *Entry) string {
+	if a.Recipe != b.Recipe || a.Cell.Gross == nil || b.Cell.Gross == nil ||
+		a.Provenance() != "ModelBased" || b.Provenance() != "ModelBased" {
+		return ""
+	}
+	ka, kb := sortedKeys(a.Cell.MeterKinds), sortedKeys(b.Cell.MeterKinds)
+	if len(ka) != 1 || len(kb) != 1 || ka[0] != kb[0] {
+		return ""
+	}
+	ba, bb := a.Cell.GrossMedianBound, b.Cell.GrossMedianBound
+	if ba == nil || bb == nil || ba.High < bb.Low || bb.High < ba.Low {
+		return "" // unbounded, or the rigorous verdict already ranks them
+	}
+	sa, sb := a.Cell.StatPerToken, b.Cell.StatPerToken
+	if sa == nil || sb == nil {
+		return "statistical (95 %): not ranked: a figure carries no statistical uncertainty (x_stat_uj)"
+	}
+	ma, mb := a.Cell.Gross.Median, b.Cell.Gross.Median
+	d := new(big.Int).Abs(big.NewInt(int64(mb) - int64(ma)))
+	d2 := new(big.Int).Mul(d, d)
+	s2 := new(big.Int).Add(new(big.Int).Mul(big.NewInt(int64(*sa)), big.NewInt(int64(*sa))),
+		new(big.Int).Mul(big.NewInt(int64(*sb)), big.NewInt(int64(*sb))))
+	root := Milli(new(big.Int).Sqrt(s2).Int64()) // floor: the test below is exact
+	ca, cb := a.Cell.GrossMedianCI, b.Cell.GrossMedianCI
+	spreadApart := ca != nil && cb != nil && (ca.Hi < cb.Lo || cb.Hi < ca.Lo)
+	switch {
+	case d2.Cmp(s2) <= 0:
+		return fmt.Sprintf("statistical (95 %%): no difference beyond the statistical uncertainty: |%s − %s| ≤ √(%s² + %s²) ≈ %s µJ/token (x_stat_uj, not a bound)",
+			mb, ma, *sa, *sb, root)
+	case !spreadApart:
+		return fmt.Sprintf("statistical (95 %%): not ranked: the medians differ by %s µJ/token, beyond √(%s² + %s²) ≈ %s, but the run spreads %s and %s overlap",
+			Milli(d.Int64()), *sa, *sb, root, CIText(ca), CIText(cb))
+	}
+	return fmt.Sprintf("statistical (95 %%): %s uses less by %s µJ/token (%s vs %s; beyond √(%s² + %s²) ≈ %s from x_stat_uj, and the run spreads %s and %s are apart; not a bound: the meter bounds overlap)",
+		a.Name, Milli(d.Int64()), ma, mb, *sa, *sb, root, CIText(ca), CIText(cb))
+}
+
+// incompleteNote flags a verdict on an incomplete run's figure.
+func incompleteNote(a, b *Entry) string {
+	var parts []string
+	for _, e := range []*Entry{a, b} {
+		if e.Incomplete != "" {
+			parts = append(parts, e.Name+": "+e.Incomplete)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " [" + strings.Join(parts, "; ") + "]"
 }

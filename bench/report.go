@@ -59,6 +59,9 @@ type Body struct {
 	Chain   Chain        `json:"chain"`
 	Summary Summary      `json:"summary"`
 	Trace   TraceSection `json:"trace"`
+	// State is the machine state the steward sealed at the run's open and
+	// close (state.go); absent where the run's records carry none.
+	State *StateSection `json:"state,omitempty"`
 	// Digests are the SHA-256 (hex) of each other section's canonical
 	// JSON, so a verifier can name the section an altered byte is in.
 	Digests map[string]string `json:"digests"`
@@ -240,10 +243,26 @@ type CellSummary struct {
 	// carries none: an Estimator figure is not bounded).
 	Gross            *Stats    `json:"gross_uj_per_token,omitempty"`
 	GrossMedianBound *Interval `json:"gross_median_bound,omitempty"`
+	// GrossMedianCI is the run's spread, beside the meter's bound: a 95 %
+	// distribution-free confidence interval of the median over the
+	// repetitions (MedianCI, order statistics of the per-serve figures).
+	GrossMedianCI *MedianCI `json:"gross_median_ci,omitempty"`
 	// Net is Gross less the idle baseline over each receipt's gross
 	// window; absent without an idle baseline.
 	Net            *Stats    `json:"net_uj_per_token,omitempty"`
 	NetMedianBound *Interval `json:"net_median_bound,omitempty"`
+	NetMedianCI    *MedianCI `json:"net_median_ci,omitempty"`
+	// StatPerToken is the median over the serves of ⌈1000 · x_stat_uj /
+	// tokens_accepted⌉ thousandths: a statistical uncertainty (95 %) of a
+	// point meter's figure, never a bound; present only when every
+	// counted serve carries x_stat_uj.
+	StatPerToken *Milli `json:"stat_uj_per_token,omitempty"`
+	// TTFTMs is the time to first token, x_first_token_ns in ms, as the
+	// daemon measured it; present only when every serve carries it.
+	TTFTMs *Stats `json:"ttft_ms,omitempty"`
+	// MeterKinds counts the serves by x_meter_kind (absent on a receipt
+	// without one: a foreign implementation's).
+	MeterKinds map[string]int `json:"meter_kinds,omitempty"`
 	// ErrorPerToken is each receipt's x_error_uj / tokens_accepted.
 	ErrorPerToken *Stats `json:"error_uj_per_token,omitempty"`
 	// TokensPerS is tokens_out / x_serve_ns.

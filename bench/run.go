@@ -148,6 +148,16 @@ func Run(ctx context.Context, c *client.Client, w *Workload, o Options) (*Report
 		return nil, fmt.Errorf("the run-close document: %w", err)
 	}
 	body.Run.Close = RecordRef{Sequence: cl.Sequence, Document: base64.StdEncoding.EncodeToString(cl.Document)}
+	odoc, err := steward.DecodeRunOpenDoc(open.Document)
+	if err != nil {
+		return nil, fmt.Errorf("the run-open document: %w", err)
+	}
+	// The machine state is the steward's, read at open and at close.
+	if st, err := StateOf(&odoc, &cdoc); err != nil {
+		return nil, err
+	} else if st.Open != nil || st.Close != nil {
+		body.State = &st
+	}
 	body.Status.Complete = cdoc.Status == steward.RunComplete
 	body.Status.Incomplete = cdoc.Reason
 	body.Status.StartedUnixMs = sealedMs(open.Receipt)

@@ -243,6 +243,47 @@ func fillCell(sc *CellSummary, rs []*steward.Receipt, idleUW, idleErrUW *uint64)
 	if allBounded && allNetBounded && len(net) == len(gross) {
 		sc.NetMedianBound = medianBound(netLo, netHi)
 	}
+	fillSpread(sc, rs, gross, net)
+}
+
+// fillSpread adds what the run's spread and the daemon's timings say of
+// a cell: the confidence intervals of the medians, the statistical
+// uncertainty of point meters, the time to first token and the meter
+// kinds (PROFILE §20).
+func fillSpread(sc *CellSummary, rs []*steward.Receipt, gross, net []int64) {
+	sc.GrossMedianCI, sc.NetMedianCI = medianCI(gross), medianCI(net)
+	var stats, ttft []int64
+	allStat, allTTFT := true, len(rs) > 0
+	for _, r := range rs {
+		if r.MeterKind != nil {
+			if sc.MeterKinds == nil {
+				sc.MeterKinds = map[string]int{}
+			}
+			sc.MeterKinds[*r.MeterKind]++
+		}
+		if ns, ok := firstTokenNs(r); ok {
+			ttft = append(ttft, int64(ns/1000)) // ms in thousandths: µs, floor
+		} else {
+			allTTFT = false
+		}
+		if _, counted := perToken(r, nil, nil); !counted {
+			continue
+		}
+		st, ok := statUJ(r)
+		if !ok {
+			allStat = false
+			continue
+		}
+		stats = append(stats, divCeil(new(big.Int).Mul(u(st), bigThousand), u(uint64(r.TokensAccepted))))
+	}
+	if allStat && len(stats) > 0 {
+		slices.Sort(stats)
+		m := Milli(quantile(stats, 2, true))
+		sc.StatPerToken = &m
+	}
+	if allTTFT {
+		sc.TTFTMs = statsOf(ttft)
+	}
 }
 
 // sortedKeys returns m's keys in order.

@@ -7,12 +7,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
 
 	"meshd/agent/api/client"
+	boardstate "meshd/agent/board"
 	"meshd/steward"
 )
 
@@ -277,6 +279,21 @@ func TestTamperAsBenchmarker(t *testing.T) {
 		{"a meter's accuracy", board(`"declared_accuracy_ppm":`, `"declared_accuracy_ppm":1`), "board"},
 		{"the meshd version", board(`"version":"`, `"version":"v9 `), "board"},
 		{"the trace", func(t *testing.T, b *Body) { b.Trace.Samples = b.Trace.Samples[1:] }, "trace"},
+		{"the machine state at open (a cooler zone added)", func(t *testing.T, b *Body) {
+			if b.State == nil || b.State.Open == nil {
+				t.Fatal("the report holds no machine state at open")
+			}
+			st := *b.State.Open
+			cool := int64(35_000)
+			st.Thermal = append(slices.Clone(st.Thermal), boardstate.Zone{Zone: "thermal_zone9", Type: "cpu", MilliC: &cool})
+			b.State = &StateSection{Open: &st, Close: b.State.Close}
+		}, "state.open"},
+		{"the machine state at close removed", func(t *testing.T, b *Body) {
+			if b.State == nil || b.State.Close == nil {
+				t.Fatal("the report holds no machine state at close")
+			}
+			b.State = &StateSection{Open: b.State.Open}
+		}, "state.close"},
 		{"the workload description", func(t *testing.T, b *Body) { b.Workload.Description = "a faster board" }, at("run.open", open)},
 		{"the warm-up count", func(t *testing.T, b *Body) {
 			b.Workload.Matrix.Warmup = 0
@@ -333,7 +350,7 @@ func TestTamperAsBenchmarker(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "%d edits, %d undetected", len(tamperRows), undetected)
 	t.Log(b.String())
-	if len(tamperRows) != 27 || undetected != 0 {
+	if len(tamperRows) < 27 || undetected != 0 {
 		t.Fatalf("%d edits, %d undetected", len(tamperRows), undetected)
 	}
 }

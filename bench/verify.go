@@ -308,7 +308,11 @@ func (v *Verified) checkRun(body *Body) []Problem {
 	case d.TraceSHA256 != tsum:
 		add("trace", "its SHA-256 is %s; the run-close (%s) sealed the harness's %s", tsum, closeAt, d.TraceSHA256)
 	}
-	return out
+	var st StateSection
+	if body.State != nil {
+		st = *body.State
+	}
+	return append(out, checkState(v.Open, &d, st)...)
 }
 
 // firstDiff says where two JSON texts first differ, for a person.

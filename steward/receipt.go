@@ -106,6 +106,11 @@ type Receipt struct {
 	// (wire.Metering.StatUJ, PROFILE §13): never a bound, never added to
 	// x_error_uj; only ModelBased figures carry it (evidence rule 13).
 	StatUJ *uint64 `cbor:"x_stat_uj,omitempty"`
+	// FirstTokenNs is the daemon's time to first token: ns from the serve's
+	// start (the start of x_serve_ns) to the first output piece the engine
+	// emitted; present only when the engine emitted its output piece by
+	// piece.
+	FirstTokenNs *uint64 `cbor:"x_first_token_ns,omitempty"`
 
 	// Foreign holds the "x_" keys meshd does not define, from receipts
 	// sealed by other implementations. They are signed, so they are kept
@@ -247,6 +252,9 @@ func (r *Receipt) CheckConforming() error {
 			return err
 		}
 	}
+	if err := r.checkFirstToken(); err != nil {
+		return err
+	}
 	// A grant_id alone is mesh/1; meshd's ledger fields, once present, must
 	// name the grant and stay within the charged figure.
 	if r.GrantHold != nil || r.GrantDebitUJ != nil {
@@ -299,6 +307,24 @@ func (r *Receipt) hasMetering() bool {
 		r.ErrorUJ != nil || r.Samples != nil || r.MaxGapNs != nil || r.CoveredPPM != nil || r.PeriodNs != nil ||
 		r.AccuracyPPM != nil || r.Shared != nil || r.IdleUW != nil || r.IdleRecord != nil || r.FullScaleUW != nil || r.BusLoMV != nil || r.BusHiMV != nil ||
 		r.StatUJ != nil
+}
+
+// checkFirstToken: x_first_token_ns times the first output piece inside
+// the serve, so it needs x_serve_ns, is at most it, and needs an output
+// token to time.
+func (r *Receipt) checkFirstToken() error {
+	if r.FirstTokenNs == nil {
+		return nil
+	}
+	switch {
+	case r.ServeNs == nil:
+		return fieldErr(RefusedMissingField, "x_first_token_ns times a point of the serve and needs x_serve_ns")
+	case *r.FirstTokenNs > *r.ServeNs:
+		return fieldErr(RefusedFieldValue, "x_first_token_ns %d exceeds x_serve_ns %d: the first piece is emitted within the serve", *r.FirstTokenNs, *r.ServeNs)
+	case r.TokensOut == 0:
+		return fieldErr(RefusedFieldValue, "x_first_token_ns present with tokens_out 0: no output piece to time")
+	}
+	return nil
 }
 
 // optUint is one optional integer extension, by key.
@@ -662,6 +688,7 @@ const (
 	fTokensAccepted
 	fXFullScaleUW
 	fCacheHitTokens
+	fXFirstTokenNs
 	fXGrantDebitUJ
 	fXSealedUnixMs
 	fEnergyProvenance
@@ -714,6 +741,7 @@ var coreFields = [numFields]coreField{
 	{"tokens_accepted", fTokensAccepted, false, math.MaxUint32, true},
 	{"x_full_scale_uw", fXFullScaleUW, false, math.MaxUint64, false},
 	{"cache_hit_tokens", fCacheHitTokens, false, math.MaxUint32, true},
+	{"x_first_token_ns", fXFirstTokenNs, false, math.MaxUint64, false},
 	{"x_grant_debit_uj", fXGrantDebitUJ, false, math.MaxUint64, false},
 	{"x_sealed_unix_ms", fXSealedUnixMs, false, math.MaxUint64, false},
 	{"energy_provenance", fEnergyProvenance, true, 0, true},
@@ -864,6 +892,8 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return uint64(r.TokensAccepted), true
 	case fCacheHitTokens:
 		return uint64(r.CacheHitTokens), true
+	case fXFirstTokenNs:
+		return opt(r.FirstTokenNs)
 	case fXGrantDebitUJ:
 		return opt(r.GrantDebitUJ)
 	case fXSealedUnixMs:
@@ -992,6 +1022,8 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.TokensAccepted = uint32(v)
 	case fCacheHitTokens:
 		r.CacheHitTokens = uint32(v)
+	case fXFirstTokenNs:
+		r.FirstTokenNs = opt()
 	case fXGrantDebitUJ:
 		r.GrantDebitUJ = opt()
 	case fXSealedUnixMs:

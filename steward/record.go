@@ -148,6 +148,10 @@ type RunOpenDoc struct {
 	Board   string
 	Version string
 	Meters  string
+	// State is the RFC 8785 canonical JSON of the machine state the
+	// daemon read at open (CPU governors and frequencies, thermal zones:
+	// package agent/board); "" where none was read, and then absent.
+	State string
 }
 
 // RunCloseDoc is a run-close record's document.
@@ -165,6 +169,7 @@ type RunCloseDoc struct {
 	// checks its form only; it seals it so the declaration cannot change
 	// after the close.
 	TraceSHA256 string
+	State       string // the machine state at close, as RunOpenDoc.State
 }
 
 // docField is one entry of a document map: a text, an unsigned integer
@@ -225,9 +230,17 @@ func (d IdleDoc) Encode() []byte {
 
 // Encode is the document's deterministic CBOR.
 func (d RunOpenDoc) Encode() []byte {
-	return encodeDoc([]docField{txt("mesh_record", RecordRunOpen), txt("workload_sha256", d.WorkloadSHA256),
+	return encodeDoc(withState([]docField{txt("mesh_record", RecordRunOpen), txt("workload_sha256", d.WorkloadSHA256),
 		num("repetitions", d.Repetitions), num("serves_declared", d.ServesDeclared), txt("harness", d.Harness),
-		txt("caller", d.Caller), txt("board", d.Board), txt("version", d.Version), txt("meters", d.Meters)})
+		txt("caller", d.Caller), txt("board", d.Board), txt("version", d.Version), txt("meters", d.Meters)}, d.State))
+}
+
+// withState adds the "state" member when there is one.
+func withState(f []docField, state string) []docField {
+	if state != "" {
+		f = append(f, txt("state", state))
+	}
+	return f
 }
 
 // Encode is the document's deterministic CBOR.
@@ -240,7 +253,7 @@ func (d RunCloseDoc) Encode() []byte {
 	if d.TraceSHA256 != "" {
 		f = append(f, txt("trace_sha256", d.TraceSHA256))
 	}
-	return encodeDoc(f)
+	return encodeDoc(withState(f, d.State))
 }
 
 // ErrDocument is wrapped by every problem with a record's document.
@@ -403,7 +416,7 @@ func DecodeRunOpenDoc(b []byte) (RunOpenDoc, error) {
 	return decodeAs(b, RecordRunOpen, func(r *docReader) RunOpenDoc {
 		return RunOpenDoc{WorkloadSHA256: r.text("workload_sha256", true), Repetitions: r.need("repetitions"),
 			ServesDeclared: r.need("serves_declared"), Harness: r.text("harness", true), Caller: r.text("caller", true),
-			Board: r.text("board", true), Version: r.text("version", true), Meters: r.text("meters", true)}
+			Board: r.text("board", true), Version: r.text("version", true), Meters: r.text("meters", true), State: r.text("state", false)}
 	})
 }
 
@@ -415,7 +428,8 @@ func DecodeRunCloseDoc(b []byte) (RunCloseDoc, error) {
 	d, err := decodeAs(b, RecordRunClose, func(r *docReader) RunCloseDoc {
 		return RunCloseDoc{Run: r.need("run"), ServesDeclared: r.need("serves_declared"), ServesSealed: r.need("serves_sealed"),
 			Serves: r.list("serves"), Idle: r.list("idle"), Status: r.text("status", true), Reason: r.text("reason", false),
-			TraceSHA256: r.text("trace_sha256", false)}
+			TraceSHA256: r.text("trace_sha256", false),
+			State:       r.text("state", false)}
 	})
 	if err != nil {
 		return d, err

@@ -203,11 +203,30 @@ func TestRecordDocuments(t *testing.T) {
 	if got, err := DecodeRunCloseDoc(good.Encode()); err != nil || got.ServesSealed != 2 || len(got.Idle) != 1 {
 		t.Fatalf("run-close round trip: %+v %v", got, err)
 	}
+	// The machine state at open and close is carried as the text the
+	// daemon wrote, and is optional: a document without it has no key.
+	const state = `{"cpus":[{"cpu":0,"governor":"performance"}],"thermal":[]}`
+	od.State = state
+	if got, err := DecodeRunOpenDoc(od.Encode()); err != nil || got != od || !bytes.Contains(od.Encode(), []byte("state")) {
+		t.Fatalf("run-open with state: %+v %v", got, err)
+	}
+	withState := good
+	withState.State = state
+	if got, err := DecodeRunCloseDoc(withState.Encode()); err != nil || got.State != state {
+		t.Fatalf("run-close with state: %+v %v", got, err)
+	}
+	if bytes.Contains(good.Encode(), []byte("state")) {
+		t.Fatal("a run-close without state encodes a state key")
+	}
 	for _, tc := range []struct {
 		name string
 		b    []byte
 	}{
 		{"idle as run-open", id.Encode()},
+		{"an empty state", encodeDoc([]docField{txt("mesh_record", RecordRunClose), num("run", 2), num("serves_declared", 0), num("serves_sealed", 0),
+			list("serves", nil), list("idle", nil), txt("status", RunComplete), txt("state", "")})},
+		{"a state that is not text", encodeDoc([]docField{txt("mesh_record", RecordRunClose), num("run", 2), num("serves_declared", 0), num("serves_sealed", 0),
+			list("serves", nil), list("idle", nil), txt("status", RunComplete), num("state", 1)})},
 		{"complete short of serves", RunCloseDoc{Run: 2, ServesDeclared: 3, ServesSealed: 2, Serves: []uint64{3, 5}, Status: RunComplete}.Encode()},
 		{"complete with a reason", RunCloseDoc{Run: 2, ServesDeclared: 2, ServesSealed: 2, Serves: []uint64{3, 5}, Status: RunComplete, Reason: "r"}.Encode()},
 		{"incomplete without a reason", RunCloseDoc{Run: 2, ServesDeclared: 3, ServesSealed: 2, Serves: []uint64{3, 5}, Status: RunIncomplete}.Encode()},

@@ -43,6 +43,10 @@ type Draft struct {
 	// IdleRecord is x_idle_record: the sequence of the idle record whose
 	// power Metering.IdleUW is. It is sealed only beside x_idle_uw.
 	IdleRecord *uint64
+	// FirstTokenNs is x_first_token_ns: ns from the serve's start to the
+	// engine's first output piece; nil when the engine did not emit its
+	// output piece by piece.
+	FirstTokenNs *uint64
 }
 
 // Upstream is the receipt a forwarded serve was sealed under upstream.
@@ -158,6 +162,9 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 	}
 	if d.Run != nil {
 		r.Run = u64p(*d.Run)
+	}
+	if d.FirstTokenNs != nil {
+		r.FirstTokenNs = u64p(*d.FirstTokenNs)
 	}
 	if d.Upstream != nil {
 		id, st := d.Upstream.Receipt.String(), hex.EncodeToString(d.Upstream.Steward)

@@ -140,14 +140,21 @@ func benchRunCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 func printSummary(w io.Writer, rep *bench.Report) {
 	b := &rep.Body
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CELL\tN\tµJ/TOK MEDIAN\tIQR\tMIN..MAX\tMEDIAN BOUND\tNET µJ/TOK\tTOK/S\tPROVENANCE")
+	if note := bench.IncompleteText(b.Status); note != "" {
+		fmt.Fprintln(w, note+": the figures below are of the serves that were sealed")
+	}
+	fmt.Fprintln(tw, "CELL\tN\tµJ/TOK MEDIAN\tIQR\tMIN..MAX\tMEDIAN BOUND\tMEDIAN CI\tNET µJ/TOK\tTOK/S\tTTFT MS\tPROVENANCE")
 	for _, c := range b.Summary.Cells {
 		med, iqr, rng := "-", "-", "-"
 		if c.Gross != nil {
 			med, iqr, rng = c.Gross.Median.String(), c.Gross.IQR.String(), c.Gross.Min.String()+".."+c.Gross.Max.String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", bench.Cell{Prompt: c.PromptWords, Output: c.MaxTokens}, c.Serves, med, iqr, rng,
-			bench.BoundText(c.GrossMedianBound), statMedian(c.Net), statMedian(c.TokensPerS), bench.ProvenanceText(c.Provenance))
+		ci := "-"
+		if c.GrossMedianCI != nil {
+			ci = bench.CIText(c.GrossMedianCI)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", bench.Cell{Prompt: c.PromptWords, Output: c.MaxTokens}, c.Serves, med, iqr, rng,
+			bench.BoundText(c.GrossMedianBound), ci, statMedian(c.Net), statMedian(c.TokensPerS), statMedian(c.TTFTMs), bench.ProvenanceText(c.Provenance))
 	}
 	tw.Flush()
 	if b.Summary.IdleUW != nil {
@@ -270,7 +277,8 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: meshctl bench compare REPORT...")
-		fmt.Fprintln(stderr, "ranks boards per cell only where the figures are comparable: the same model, the same single provenance, both bounded; overlapping bounds are no significant difference")
+		fmt.Fprintln(stderr, "ranks boards per cell only where the figures are comparable: the same model, the same single provenance, both bounded; only when both the meter bounds and the run spreads (95 % CIs of the median) are apart, else no significant difference")
+		fmt.Fprintln(stderr, "ModelBased figures of one meter kind whose bounds overlap are also compared by their statistical uncertainty (x_stat_uj), on a separate line labelled statistical (95 %)")
 		fmt.Fprintln(stderr, "bench reports match by prompt×output cell, fleet reports (meshctl fleet report) by backend/recipe, each board of a fleet report an entry")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -286,11 +294,19 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	cells := bench.Compare(entries)
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CELL\tREPORT\tBOARD\tBACKEND/RECIPE\tµJ/TOK MEDIAN\tBOUND\tNET\tN\tPROVENANCE")
+	fmt.Fprintln(tw, "CELL\tREPORT\tBOARD\tBACKEND/RECIPE\tµJ/TOK MEDIAN\tBOUND\tMEDIAN CI\tNET\tN\tPROVENANCE\tRUN")
 	for _, c := range cells {
 		for _, e := range c.Entries {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", c.Key, e.Name, e.Board, backendRecipe(e), statMedian(e.Cell.Gross),
-				bench.BoundText(e.Cell.GrossMedianBound), statMedian(e.Cell.Net), e.Cell.Counted, e.Provenance())
+			run := "complete"
+			if e.Incomplete != "" {
+				run = e.Incomplete
+			}
+			ci := "-"
+			if e.Cell.GrossMedianCI != nil {
+				ci = bench.CIText(e.Cell.GrossMedianCI)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", c.Key, e.Name, e.Board, backendRecipe(e), statMedian(e.Cell.Gross),
+				bench.BoundText(e.Cell.GrossMedianBound), ci, statMedian(e.Cell.Net), e.Cell.Counted, e.Provenance(), run)
 		}
 	}
 	tw.Flush()
@@ -301,6 +317,10 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) error {
 	for _, c := range cells {
 		for _, v := range c.Verdicts() {
 			fmt.Fprintf(stdout, "%s: %s vs %s: %s\n", c.Key, v.A.Name, v.B.Name, v.Text)
+			if v.Statistical != "" {
+				// Its own line: never read as the rigorous verdict.
+				fmt.Fprintf(stdout, "%s: %s vs %s: %s\n", c.Key, v.A.Name, v.B.Name, v.Statistical)
+			}
 		}
 	}
 	return nil
@@ -419,12 +439,16 @@ func printVerified(w *strings.Builder, path string, v *bench.Verified) {
 		}
 	}
 	status := "complete"
-	if !b.Status.Complete {
-		status = "INCOMPLETE: " + b.Status.Incomplete
+	if note := bench.IncompleteText(b.Status); note != "" {
+		status = note
 	}
 	fmt.Fprintf(w, "report %s: workload %q, %d serves (%d warm-up), %s\n", path, b.Workload.Name, len(b.Serves), warm, status)
 	fmt.Fprintf(w, "board: %s, meshd %s\n", v.Node.Label(), v.Node.Version)
 	fmt.Fprintf(w, "steward: %s\n", b.Steward)
+	if b.State != nil {
+		fmt.Fprintf(w, "board state at open (sealed): %s\n", bench.StateLine(b.State.Open))
+		fmt.Fprintf(w, "board state at close (sealed): %s\n", bench.StateLine(b.State.Close))
+	}
 	if n := len(v.Receipts); n > 0 {
 		fmt.Fprintf(w, "chain: %d receipts, sequences %d..%d, every signature and link verified\n", n, b.Chain.First, b.Chain.First+uint64(n)-1)
 	}
@@ -433,6 +457,9 @@ func printVerified(w *strings.Builder, path string, v *bench.Verified) {
 	}
 	fmt.Fprintf(w, "serves: every receipt answers its serve's request and names recipe %s\n", b.Workload.Model.Resolved)
 	fmt.Fprintf(w, "summary: %d cells, every figure recomputed from the receipts\n", len(b.Summary.Cells))
+	if !b.Status.Complete {
+		fmt.Fprintf(w, "summary: of an %s\n", bench.IncompleteText(b.Status))
+	}
 	fmt.Fprintf(w, "digests: %d sections\n", len(b.Digests))
 	if v.Open != nil && v.Close != nil {
 		fmt.Fprintf(w, "run: opened at sequence %d by %q (%s), closed %s at sequence %d with %d of %d serves sealed; board, meters, workload and trace as sealed\n",
