@@ -69,7 +69,18 @@ func Consume(ctx context.Context, js jetstream.JetStream, v *Verifier, cfg Consu
 	if err != nil {
 		return err
 	}
-	failures := 0
+	// A run to the end reads to the last message the stream held when it
+	// began, by the stream's own count: a consumer that has not yet
+	// counted a message stored a moment ago answers an empty fetch and
+	// NumPending 0 (seen under CPU load), which alone would end the run
+	// one message short.
+	var end uint64
+	if !cfg.Follow {
+		if end, err = streamEnd(ctx, js, cfg.Stream); err != nil {
+			return err
+		}
+	}
+	failures, idle := 0, 0
 	for ctx.Err() == nil {
 		n, pending, err := consumeBatch(ctx, cons, v, cfg)
 		if err != nil {
@@ -94,21 +105,60 @@ func Consume(ctx context.Context, js jetstream.JetStream, v *Verifier, cfg Consu
 		if cfg.Follow {
 			continue
 		}
-		if n > 0 && pending == 0 {
+		reached := v.Position() >= end
+		if n > 0 && pending == 0 && reached {
 			return nil
 		}
-		if n == 0 {
-			// Nothing came within the wait: ask whether anything is left.
-			info, err := cons.Info(ctx)
-			if err != nil {
-				return fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, cfg.Stream, err)
-			}
-			if info.NumPending == 0 && info.NumAckPending == 0 {
+		if n > 0 {
+			idle = 0
+			continue
+		}
+		// Nothing came: ask whether anything is left.
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, cfg.Stream, err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			if reached {
 				return nil
+			}
+			// The stream held messages past the verifier's position when
+			// the run began, and the consumer has none to give yet. Ask
+			// again shortly; give up after endPatience (the messages were
+			// removed by the stream's limits meanwhile).
+			if idle++; time.Duration(idle)*endPoll >= endPatience {
+				log.Warn("fleet: the stream's last message never arrived", "position", v.Position(), "end", end)
+				return nil
+			}
+			if !sleep(ctx, endPoll) {
+				break
 			}
 		}
 	}
 	return nil
+}
+
+// endPoll and endPatience pace a run to the end that has not reached the
+// stream's last message while its consumer says nothing is pending.
+const (
+	endPoll     = 20 * time.Millisecond
+	endPatience = 5 * time.Second
+)
+
+// streamEnd is the stream's last sequence now.
+func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
+	s, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, fmt.Errorf("stream %s not found: no board has published yet, or -stream is wrong", stream)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	return info.State.LastSeq, nil
 }
 
 // position returns the durable consumer, re-created where it disagrees
