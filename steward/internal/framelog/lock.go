@@ -45,21 +45,19 @@ func LockDir(dir, pidName string) (*Lock, error) {
 		return nil, err
 	}
 	if pidPath != "" {
-		writePid(pidPath)
+		WritePid(pidPath)
 	}
 	return &Lock{f: f, own: true}, nil
 }
 
 // LockOpen takes the exclusive lock on the open data file f (named path).
 // The returned Lock lives as long as f: Release does not close it, and
-// closing f releases the lock. If pidPath is set, the holder's pid is
-// written there, as information only.
+// closing f releases the lock. A refusal names the holder, reading pidPath
+// (if set) where the kernel's table does not say; the holder writes it
+// with WritePid once it knows the lock is the one it wanted.
 func LockOpen(f *os.File, path, pidPath string) (*Lock, error) {
 	if err := flock(f, path, pidPath); err != nil {
 		return nil, err
-	}
-	if pidPath != "" {
-		writePid(pidPath)
 	}
 	return &Lock{f: f}, nil
 }
@@ -151,9 +149,9 @@ func readPid(path string) int {
 	return pid
 }
 
-// writePid records the holder's pid, best effort: the file is information,
-// not the lock, so failing to write it refuses nothing.
-func writePid(path string) {
+// WritePid records the holder's pid at path, best effort: the file is
+// information, not the lock, so failing to write it refuses nothing.
+func WritePid(path string) {
 	if err := RegularOrAbsent(path); err != nil {
 		return
 	}

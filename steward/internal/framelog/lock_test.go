@@ -84,7 +84,6 @@ func TestLockOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(path + ".pid")
 	g, err := OpenFile(path, true)
 	if err != nil {
 		t.Fatal(err)
