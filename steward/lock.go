@@ -1,6 +1,13 @@
 package steward
 
-import "meshd/steward/internal/framelog"
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"meshd/steward/internal/framelog"
+)
 
 // DirLock is an exclusive flock held on a directory itself.
 type DirLock struct{ l *framelog.Lock }
@@ -29,3 +36,24 @@ func (d *DirLock) Release() error {
 // MakePrivate takes group and other permissions off dir and everything
 // under it, following no symbolic link.
 func MakePrivate(dir string) error { return framelog.Private(dir) }
+
+// HasLog reports whether dir holds a receipt log: a segment or a
+// checkpoints file. An absent directory holds none.
+func HasLog(dir string) (bool, error) {
+	segs, err := listSegments(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if len(segs) > 0 {
+		return true, nil
+	}
+	if _, err := os.Lstat(filepath.Join(dir, checkpointsName)); err == nil {
+		return true, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return false, nil
+}
