@@ -23,7 +23,7 @@ import (
 
 // A receipt log is a directory (PROFILE.md §8):
 //
-//	LOCK                     flock held by the one writer, holding its pid
+//	LOCK                     the writer's pid, information only: the lock is the directory's
 //	00000000000000000000.seg segments, named by the sequence of their first record
 //	checkpoints              signed checkpoints, newest last
 //
@@ -164,8 +164,10 @@ type Log struct {
 }
 
 // OpenLog opens or creates the receipt log directory dir and takes its
-// lock: a second opener, in this process or another, is refused with
-// ErrLocked. The log is verified from its newest valid checkpoint (or from
+// lock, an flock on the directory itself: a second opener, in this process
+// or another, is refused with ErrLocked naming the holder's pid, whatever
+// files in dir were deleted meanwhile. The directory and its files are
+// made private (0700/0600). The log is verified from its newest valid checkpoint (or from
 // genesis); a torn final write is cut and reported, while any other damage
 // refuses to open with a *DamageError and changes nothing.
 func OpenLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport, error) {
@@ -180,7 +182,7 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 	if err := ensureDir(dir); err != nil {
 		return nil, nil, err
 	}
-	lock, err := framelog.Acquire(filepath.Join(dir, lockName))
+	lock, err := lockLog(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -486,12 +488,28 @@ func listSegments(dir string) ([]segment, error) {
 	return segs, nil
 }
 
-// ensureDir creates dir if absent, refusing a path that is something else.
+// lockLog takes the writer's lock on the log directory dir, then makes
+// what is in it private: after the lock, so that a refused opener changes
+// nothing.
+func lockLog(dir string) (*framelog.Lock, error) {
+	lock, err := framelog.LockDir(dir, lockName)
+	if err != nil {
+		return nil, err
+	}
+	if err := framelog.Private(dir); err != nil {
+		lock.Release()
+		return nil, err
+	}
+	return lock, nil
+}
+
+// ensureDir creates dir (mode 0700) if absent, refusing a path that is
+// something else.
 func ensureDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := os.Mkdir(dir, 0o700); err != nil {
 			return err
 		}
 		return framelog.SyncDir(filepath.Dir(dir))

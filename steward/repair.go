@@ -37,7 +37,7 @@ type RepairReport struct {
 // settled holds on them keeps its debits: the report says how many were cut
 // so the operator can reconcile. It takes the log's lock.
 func RepairLog(ctx context.Context, dir string, trusted ed25519.PublicKey, apply bool) (*RepairReport, error) {
-	lock, err := framelog.Acquire(filepath.Join(dir, lockName))
+	lock, err := framelog.LockDir(dir, lockName)
 	if err != nil {
 		return nil, fmt.Errorf("repair receipt log %s: %w", dir, err)
 	}
@@ -74,7 +74,7 @@ func RepairLog(ctx context.Context, dir string, trusted ed25519.PublicKey, apply
 	}
 	rep.Quarantine = filepath.Join(dir, "quarantine-"+strconv.FormatInt(time.Now().UnixNano(), 10))
 	if rep.Damage != nil && rep.Damage.Segment != checkpointsName {
-		if err := os.Mkdir(rep.Quarantine, 0o755); err != nil {
+		if err := os.Mkdir(rep.Quarantine, 0o700); err != nil {
 			return nil, fmt.Errorf("repair: %w", err)
 		}
 		cut := false
@@ -112,7 +112,7 @@ func RepairLog(ctx context.Context, dir string, trusted ed25519.PublicKey, apply
 	}
 	ckPath := filepath.Join(dir, checkpointsName)
 	if ckErr != nil {
-		if err := os.MkdirAll(rep.Quarantine, 0o755); err != nil {
+		if err := os.MkdirAll(rep.Quarantine, 0o700); err != nil {
 			return nil, fmt.Errorf("repair: %w", err)
 		}
 		if err := os.Rename(ckPath, filepath.Join(rep.Quarantine, checkpointsName)); err != nil {
@@ -137,7 +137,7 @@ func quarantineTail(path string, off int64, dst string) error {
 		return err
 	}
 	defer src.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}

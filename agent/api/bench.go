@@ -99,6 +99,9 @@ func Version() string {
 
 // nodeInfo is GET /v1/node: who this is and what it measures with.
 func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	var backends []map[string]any
 	for _, b := range s.node.Backends() {
 		row := map[string]any{"name": b.Config.Name, "kind": b.Config.Kind, "recipe": b.Engine.Recipe(),
@@ -148,6 +151,9 @@ func (s *Server) meterRows() []map[string]any {
 // log made durable to its head first), as its COSE envelope. It anchors
 // every receipt sealed before it.
 func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	cp, err := s.node.Stores.Log.Checkpoint(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, apiError{Message: err.Error(), Code: "checkpoint"})
@@ -329,15 +335,15 @@ func (s *Server) Served(ev agent.Event) {
 // (default 200 ms, 50 ms..10 s) with each meter's newest reading, and
 // "receipt" as each serve is sealed.
 func (s *Server) live(w http.ResponseWriter, r *http.Request) {
-	interval := 200 * time.Millisecond
-	if q := r.URL.Query().Get("interval_ms"); q != "" {
-		ms, err := strconv.Atoi(q)
-		if err != nil || ms < 50 || ms > 10000 {
-			badField(w, "interval_ms", "want 50..10000")
-			return
-		}
-		interval = time.Duration(ms) * time.Millisecond
+	q, ok := query(w, r, "interval_ms")
+	if !ok {
+		return
 	}
+	ms, ok := uintParam(w, q, "interval_ms", 50, 10000, 200)
+	if !ok {
+		return
+	}
+	interval := time.Duration(ms) * time.Millisecond
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

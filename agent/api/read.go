@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/base64"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -17,25 +18,25 @@ const maxPage = 1000
 // sequence SEQ (from the first when absent), oldest first, each decoded
 // and with its envelope, and the sequence to ask for next.
 func (s *Server) receipts(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, ok := query(w, r, "after", "limit")
+	if !ok {
+		return
+	}
 	from := uint64(0)
-	if a := q.Get("after"); a != "" {
-		v, err := strconv.ParseUint(a, 10, 64)
-		if err != nil {
-			badField(w, "after", "want a receipt sequence number")
+	if _, ok := q["after"]; ok {
+		// The last sequence is below 2^64-1, so after it is too: the next
+		// one must exist.
+		v, ok := uintParam(w, q, "after", 0, math.MaxUint64-1, 0)
+		if !ok {
 			return
 		}
 		from = v + 1
 	}
-	limit := 100
-	if l := q.Get("limit"); l != "" {
-		v, err := strconv.Atoi(l)
-		if err != nil || v < 1 || v > maxPage {
-			badField(w, "limit", fmt.Sprintf("want 1..%d", maxPage))
-			return
-		}
-		limit = v
+	lim, ok := uintParam(w, q, "limit", 1, maxPage, 100)
+	if !ok {
+		return
 	}
+	limit := int(lim)
 	log := s.node.Stores.Log
 	envs, err := log.Range(r.Context(), from, limit)
 	if err != nil {
@@ -60,6 +61,9 @@ func (s *Server) receipts(w http.ResponseWriter, r *http.Request) {
 // receipt is GET /v1/receipts/{seq}: the raw COSE envelope, exactly as
 // sealed, for verification by any mesh/1 implementation.
 func (s *Server) receipt(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 	if err != nil {
 		badField(w, "seq", "want a receipt sequence number")
@@ -83,6 +87,9 @@ func (s *Server) receipt(w http.ResponseWriter, r *http.Request) {
 // head is GET /v1/chain/head: the steward, how many receipts the chain
 // holds and the content id of the last.
 func (s *Server) head(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	log := s.node.Stores.Log
 	out := map[string]any{"steward": s.node.Key.ID(), "receipts": log.Durable()}
 	if n := log.Durable(); n > 0 {
@@ -104,6 +111,9 @@ func (s *Server) head(w http.ResponseWriter, r *http.Request) {
 
 // backends is GET /v1/backends: what the router weighs.
 func (s *Server) backends(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	byName := map[string]int{}
 	nb := s.node.Backends()
 	for i, b := range nb {
@@ -136,6 +146,9 @@ func (s *Server) backends(w http.ResponseWriter, r *http.Request) {
 // the best provenance its kind supports and its newest sealed window.
 // Live power is the newest reading, for display: it measures no window.
 func (s *Server) meters(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	var out []map[string]any
 	for _, m := range s.node.Meters() {
 		info := m.Meter.Info()
@@ -191,6 +204,9 @@ func (s *Server) meters(w http.ResponseWriter, r *http.Request) {
 
 // models is GET /v1/models: the backends, as OpenAI clients list models.
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	var data []map[string]any
 	for _, bi := range s.node.Agent.Backends() {
 		data = append(data, map[string]any{"id": bi.Backend.Name(), "object": "model", "owned_by": "meshd", "created": 0})
@@ -225,6 +241,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // corpora is GET /v1/rag: the corpora served here and where.
 func (s *Server) corpora(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	var out []map[string]any
 	for _, p := range s.node.Providers() {
 		d := p.Description()

@@ -8,13 +8,10 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -92,6 +89,8 @@ type Node struct {
 	// stopRuns ends the loop that closes abandoned runs.
 	stopRuns context.CancelFunc
 	runsDone chan struct{}
+	// stateLock is the flock on the state directory, held until Close.
+	stateLock *steward.DirLock
 }
 
 // Publisher is the fleet publisher, nil when [fleet] is not configured.
@@ -212,15 +211,21 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 			n.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	if n.Key, err = loadOrCreateKey(cfg.KeyPath(), n.log); err != nil {
+	if n.stateLock, err = openState(cfg.Steward.StateDir); err != nil {
 		return nil, err
+	}
+	if n.Key, err = loadOrCreateKey(cfg.KeyPath(), cfg.ReceiptsDir(), n.log); err != nil {
+		return nil, err
+	}
+	// After the key is loaded (it refuses a key others may read, which
+	// this would hide): whoever made the directory and under whatever
+	// umask, what is in it becomes private.
+	if err := steward.MakePrivate(cfg.Steward.StateDir); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	lopt := steward.LogOptions{CheckpointEvery: int(cfg.Steward.CheckpointEvery)}
 	if opts.Metrics != nil {
 		lopt.OnSync = opts.Metrics.Synced
-	}
-	if err := os.MkdirAll(cfg.Steward.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	n.Stores, err = grant.OpenStores(ctx, cfg.ReceiptsDir(), cfg.LedgerDir(), n.Key, lopt, ledger.Options{Clock: opts.Clock})
 	if err != nil {
@@ -764,31 +769,13 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 		n.Stores = nil
 	}
+	if n.stateLock != nil {
+		if err := n.stateLock.Release(); err != nil {
+			errs = append(errs, err)
+		}
+		n.stateLock = nil
+	}
 	return errors.Join(errs...)
-}
-
-// loadOrCreateKey reads the steward key, creating it (mode 0600) at first
-// start: a new node has no identity until it makes one, and the log it
-// opens next is bound to that key.
-func loadOrCreateKey(path string, log *slog.Logger) (*steward.Key, error) {
-	k, err := steward.LoadKeyFile(path)
-	if err == nil {
-		return k, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("steward key: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("steward key: %w", err)
-	}
-	if k, err = steward.GenerateKey(rand.Reader); err != nil {
-		return nil, err
-	}
-	if err := steward.WriteKeyFile(path, k); err != nil {
-		return nil, fmt.Errorf("steward key: %w", err)
-	}
-	log.Info("created a new steward key", "path", path, "steward", k.ID())
-	return k, nil
 }
 
 // Trusted is the public key of the node's steward, for verifying its log.

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"meshd/cmd/internal/cli"
@@ -21,6 +23,7 @@ const (
 	exitDamaged = 1 // a record, the chain or a checkpoint does not check out
 	exitTorn    = 3 // everything checks out but the final write is torn
 	exitPinned  = 4 // the log does not reach the pinned head or count: rolled back
+	exitNotLog  = 5 // the directory holds no receipt log (no segment, no checkpoints)
 )
 
 // maxEnvelopeFile bounds what -envelope and -checkpoint read: an envelope is
@@ -40,7 +43,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: meshctl verify [flags] <log directory | segment file>")
 		fmt.Fprintln(stderr, "       meshctl verify -envelope [-steward ID] <file>")
-		fmt.Fprintln(stderr, "exit status: 0 verified, 1 damaged or tampered, 2 usage, 3 torn final write, 4 rolled back (pins not reached)")
+		fmt.Fprintln(stderr, "exit status: 0 verified, 1 damaged or tampered, 2 usage, 3 torn final write, 4 rolled back (pins not reached), 5 not a log")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +109,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				r.Sequence, id, r.Backend, r.EnergyProvenance, r.TokensAccepted, r.TokensOut, per)
 		}
 		return nil
+	}
+	if err := checkIsLog(path); err != nil {
+		return err
 	}
 	rep, err := steward.VerifyLog(ctx, path, opt)
 	switch {
@@ -256,4 +262,23 @@ func trustedFlag(id string) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("%w: -steward: %v", errUsage, err)
 	}
 	return k, nil
+}
+
+// checkIsLog refuses a directory that holds no receipt log, so that a
+// wrong path (an empty directory, the state directory instead of its
+// receipts/) is not reported as a verified log of 0 receipts.
+func checkIsLog(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.IsDir() {
+		return nil // a segment file, or an error VerifyLog reports
+	}
+	has, err := steward.HasLog(path)
+	if err != nil || has {
+		return err
+	}
+	inner := filepath.Join(path, "receipts")
+	if ok, _ := steward.HasLog(inner); ok {
+		return &cli.ExitError{Code: exitNotLog, Err: fmt.Errorf("not a log: %s holds no receipt segments; it looks like a state directory, whose log is %s", path, inner)}
+	}
+	return &cli.ExitError{Code: exitNotLog, Err: fmt.Errorf("not a log: %s holds no receipt segments and no checkpoints", path)}
 }

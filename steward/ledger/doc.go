@@ -12,9 +12,11 @@
 // synced: losing one in a crash is harmless, because recovery rebuilds it
 // from the receipt log.
 //
-// Only one Ledger may have a file open: Open takes an exclusive lock on
-// path+".lock" (flock, holding the pid), and a second Open, from this
-// process or another, fails with ErrLocked naming the path and the holder.
+// Only one Ledger may have a file open: Open takes an exclusive flock on
+// the ledger file itself (path+".lock" holds the holder's pid, information
+// only: deleting it frees nothing), and a second Open, from this process or
+// another, fails with ErrLocked naming the path and the holder. The file is
+// 0600.
 // The ledger path must be a regular file or absent.
 //
 // # File format
@@ -101,8 +103,9 @@
 // directory fsynced, after which records are appended to the new file. A
 // crash leaves the old file or the new one (Open deletes a temporary file
 // a crash left unrenamed); either, with the receipt log, recovers the same
-// balances. The lock is on its own file, so replacing the ledger's inode
-// keeps it.
+// balances. The temporary file is locked before its rename, so the inode
+// the path names is always locked while the Ledger is open; an Open that
+// locked the replaced inode sees that the path names another and retries.
 //
 // The E record's anchor ties the snapshot to the receipt log: anchor_count
 // N means every receipt with sequence below N that carries a grant is

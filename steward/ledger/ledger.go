@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -222,14 +223,15 @@ const (
 	phaseLog                         // after the snapshot, or a file without one
 )
 
-// Open opens or creates the ledger at path, taking its lock (path+".lock"),
+// Open opens or creates the ledger at path, taking its lock (an flock on
+// the ledger file itself, whose pid goes to path+".lock" as information),
 // replays it, cuts a torn tail, and reconciles it with charges: the grant
 // debits of the receipt log's receipts, at least those from the snapshot's
 // anchor on (see ReadAnchor). See the package doc for the recovery rules.
 // A second Open of the same ledger, from this process or another, fails
 // with ErrLocked until the first is closed.
 func Open(path string, charges []Charge, opt Options) (*Ledger, *Recovery, error) {
-	lock, err := framelog.Acquire(path + ".lock")
+	f, lock, err := openLocked(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open grant ledger: %w", err)
 	}
@@ -239,26 +241,62 @@ func Open(path string, charges []Charge, opt Options) (*Ledger, *Recovery, error
 		accounts: map[wire.ContentID]*account{},
 		holds:    map[uint64]*hold{},
 	}
-	rec, err := l.load(charges)
+	rec, err := l.load(f, charges)
 	if err != nil {
 		if l.w != nil {
 			l.w.Close()
 		}
-		lock.Release()
 		return nil, nil, fmt.Errorf("open grant ledger %s: %w", path, err)
 	}
 	return l, rec, nil
 }
 
+// openLocked opens (or creates) the ledger file and takes the lock on the
+// file itself: a lock file beside it could be deleted and a second writer
+// would lock a new one. Compaction replaces the file by rename and locks
+// the new inode before the rename, so the inode the path names is always
+// locked while a Ledger is open; an opener that locked an inode the path
+// no longer names (the old file, released after the rename) tries again.
+// The file is made private (0600).
+func openLocked(path string) (*os.File, *framelog.Lock, error) {
+	for range 8 {
+		f, err := framelog.OpenFile(path, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		lock, err := framelog.LockOpen(f, path, path+".lock")
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		fi, err := f.Stat()
+		cur, lerr := os.Lstat(path)
+		if err == nil && lerr == nil && os.SameFile(fi, cur) {
+			if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+				if err := f.Chmod(perm &^ 0o077); err != nil {
+					f.Close()
+					return nil, nil, fmt.Errorf("make %s private: %w", path, err)
+				}
+			}
+			framelog.WritePid(path + ".lock")
+			return f, lock, nil
+		}
+		f.Close()
+		if err == nil && lerr != nil && !errors.Is(lerr, fs.ErrNotExist) {
+			err = lerr
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return nil, nil, fmt.Errorf("%s: %w (the file was replaced each time it was locked)", path, ErrLocked)
+}
+
 // load replays the file, cuts a torn tail, reconciles and, if due,
 // compacts. On error the file is unchanged unless the error came after the
 // cut.
-func (l *Ledger) load(charges []Charge) (*Recovery, error) {
+func (l *Ledger) load(f *os.File, charges []Charge) (*Recovery, error) {
 	removeTemps(l.path)
-	f, err := framelog.OpenFile(l.path, true)
-	if err != nil {
-		return nil, err
-	}
 	var head [len(oldMagic)]byte
 	if n, _ := f.ReadAt(head[:], 0); n == len(head) && string(head[:]) == oldMagic {
 		f.Close()

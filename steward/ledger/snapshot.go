@@ -136,8 +136,11 @@ func (l *Ledger) compactLocked(anchor func() (Anchor, error)) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if fi, err := os.Stat(l.path); err == nil {
-		tmp.Chmod(fi.Mode().Perm())
+	// The new file takes the lock before its rename makes it the ledger:
+	// the inode the path names is never unlocked while this Ledger is open.
+	lock, err := framelog.LockOpen(tmp, l.path, l.path+".lock")
+	if err != nil {
+		return fmt.Errorf("grant ledger: compact: %w", err)
 	}
 	bw := bufio.NewWriterSize(tmp, 1<<16)
 	size := int64(len(format.Magic))
@@ -184,7 +187,7 @@ func (l *Ledger) compactLocked(anchor func() (Anchor, error)) (err error) {
 	// happens. The old writer's unwritten settlements go to the old,
 	// unlinked file; the snapshot already has them.
 	old := l.w
-	l.w = framelog.NewWriter(tmp, size, l.opt.NoSync)
+	l.w, l.lock = framelog.NewWriter(tmp, size, l.opt.NoSync), lock
 	old.Close()
 	l.oldSyncs += old.Syncs()
 	for _, g := range drop {

@@ -8,59 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrLocked is wrapped when another process or handle holds a store open.
 var ErrLocked = errors.New("already open by another writer")
-
-// Lock is an exclusive, non-blocking flock on a lock file. The kernel drops
-// it when the holder exits, however it exits.
-type Lock struct{ f *os.File }
-
-// Acquire takes the lock at path, creating the file. A second Acquire of the
-// same path, from this process or another, fails with ErrLocked and names
-// the holder's pid, which the holder writes into the file.
-func Acquire(path string) (*Lock, error) {
-	if err := RegularOrAbsent(path); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder := ""
-		if b, rerr := io.ReadAll(io.LimitReader(f, 32)); rerr == nil {
-			if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil && pid > 0 {
-				holder = fmt.Sprintf(" (held by pid %d)", pid)
-			}
-		}
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w%s", path, ErrLocked, holder)
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return &Lock{f: f}, nil
-}
-
-// Release drops the lock.
-func (l *Lock) Release() error {
-	if l == nil || l.f == nil {
-		return nil
-	}
-	err := l.f.Close()
-	l.f = nil
-	return err
-}
 
 // RegularOrAbsent refuses a path that exists and is not a regular file: a
 // FIFO or device would hang or flood the reader, and a symlink could point
@@ -89,7 +41,8 @@ func OpenFile(path string, write bool) (*os.File, error) {
 		flag = os.O_RDWR | os.O_CREATE
 	}
 	// O_NONBLOCK keeps a FIFO swapped in after the check from hanging open.
-	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	// Created private: receipts and balances are nobody else's to read.
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -139,24 +138,6 @@ func TestWriterGroupCommit(t *testing.T) {
 	if err != nil || frames != n || tail.Torn != 0 {
 		t.Fatalf("reread: %d frames, %+v, %v", frames, tail, err)
 	}
-}
-
-func TestAcquire(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lock")
-	l, err := Acquire(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Acquire(path)
-	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
-		t.Fatalf("second acquire: %v", err)
-	}
-	l.Release()
-	l, err = Acquire(path)
-	if err != nil {
-		t.Fatalf("acquire after release: %v", err)
-	}
-	l.Release()
 }
 
 // A header cut at a sector boundary, zeros after: torn, not corruption.
