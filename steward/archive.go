@@ -101,6 +101,8 @@ type BudgetOptions struct {
 	// backlog). The pass never archives past the newest checkpoint at or
 	// below it, so the log still opens from that checkpoint.
 	Keep func() (uint64, error)
+	// KeepWhy says, for refusals, what Keep keeps.
+	KeepWhy string
 	// Reserve is the room kept for receipts admitted before a pass runs:
 	// serves are refused when the log is within Reserve of its limit. 0:
 	// a sixteenth of the limit, at most 4 MiB.
@@ -127,7 +129,8 @@ type Budget struct {
 	closedAt uint64
 	gone     int64 // uncompressed bytes that left the log, ever
 	manifest []Archived
-	stuck    error // why the last pass could not bring the log under its low water
+	stuck    error  // why the last pass could not bring the log under its low water
+	floor    uint64 // the last pass's keep floor
 	samples  []sample
 }
 
@@ -404,7 +407,14 @@ func (b *Budget) blocked(cands []SegmentCandidate) error {
 		return fmt.Errorf("segment %s holds receipts up to %d, which %s has not all acknowledged (acknowledged: below %d); without an archive directory they are never deleted",
 			SegmentName(cands[0].First), cands[0].Next-1, b.ackedBy(), b.opt.Acked())
 	}
-	return errors.New("every segment before the newest checkpoint the node may reopen from has left the log; the rest must stay")
+	b.mu.Lock()
+	floor := b.floor
+	b.mu.Unlock()
+	why := ""
+	if b.opt.KeepWhy != "" {
+		why = " (" + b.opt.KeepWhy + ")"
+	}
+	return fmt.Errorf("receipts from %d on must stay in the live log%s, and every segment before the newest checkpoint at or below it has left", floor, why)
 }
 
 func (b *Budget) ackedBy() string {
@@ -436,6 +446,9 @@ func (b *Budget) Eligible(ctx context.Context) ([]SegmentCandidate, error) {
 		}
 		floor = min(floor, k)
 	}
+	b.mu.Lock()
+	b.floor = floor
+	b.mu.Unlock()
 	cp, err := b.log.checkpointsUpTo(ctx, floor)
 	if err != nil {
 		return nil, fmt.Errorf("disk budget: %w", err)

@@ -24,7 +24,10 @@ func (n *Node) openBudget(ctx context.Context, cfg *config.Config) error {
 	if n.publisher != nil {
 		opt.Acked, opt.AckedBy = n.publisher.Acked, "the fleet stream"
 	}
-	opt.Keep = n.budgetKeep
+	opt.Keep, opt.KeepWhy = n.budgetKeep, "the grant ledger's snapshot anchor"
+	if n.publisher != nil {
+		opt.KeepWhy += " and the first receipt the fleet stream has not acknowledged"
+	}
 	b, err := steward.NewBudget(n.Stores.Log, opt)
 	if err != nil {
 		return err

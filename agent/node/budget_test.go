@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"meshd/steward"
@@ -82,4 +84,37 @@ func TestNodeDiskBudget(t *testing.T) {
 		t.Fatalf("archive+live: %d records, %d verified; want %d", rep.Records, rep.Verified, total+1)
 	}
 	t.Logf("%d serves: %d archived segments, live log %d bytes (limit %d)", total+1, len(segs), logDirBytes(t, cfg.ReceiptsDir()), limit)
+}
+
+// With only a fleet to acknowledge receipts and none acknowledged (the
+// server is unreachable), the node fills its budget and then refuses
+// seals with steward.ErrStorage, naming the stream; every receipt stays.
+func TestNodeDiskBudgetRefusesUnacknowledged(t *testing.T) {
+	dir := t.TempDir()
+	cfg := parse(t, dir, "checkpoint_every = 8\nsegment_bytes = 8192\nmax_log_bytes = 65536\n[fleet]\nurl = \"nats://127.0.0.1:1\"\n"+two)
+	ctx := context.Background()
+	n, err := Open(ctx, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(ctx)
+	var refused error
+	served := 0
+	for i := 0; i < 1000 && refused == nil; i++ {
+		p := []byte{byte(i), byte(i >> 8), 'y'}
+		req := wire.ServeRequest{PromptHash: wire.ContentOf(p), PromptTokens: 3, MaxTokens: 2, FidelityFloor: 1, JouleCeilingUJ: 1e6}
+		if _, refused = n.Agent.Serve(ctx, req, p); refused == nil {
+			served++
+		}
+		n.budgetPass()
+	}
+	if !errors.Is(refused, steward.ErrStorage) || !errors.Is(n.Storage(), steward.ErrStorage) || !strings.Contains(refused.Error(), "the first receipt the fleet stream has not acknowledged") {
+		t.Fatalf("after %d serves: refusal %v, storage %v", served, refused, n.Storage())
+	}
+	if got := logDirBytes(t, cfg.ReceiptsDir()); got > 65536 {
+		t.Fatalf("log at %d bytes", got)
+	}
+	if m := n.Budget().Manifest(); len(m) != 0 || n.Stores.Log.Durable() != uint64(served) {
+		t.Fatalf("receipts gone without acknowledgement: manifest %+v, %d durable of %d", m, n.Stores.Log.Durable(), served)
+	}
 }
