@@ -68,17 +68,21 @@ type Steward struct {
 	log   *Log
 	rand  io.Reader
 	clock func() time.Time
+	admit func() error
 }
 
 // Options tune a Steward. Zero values mean crypto/rand and time.Now.
 type Options struct {
 	Rand  io.Reader
 	Clock func() time.Time
+	// Admit, if set, is asked before every seal; its error refuses the
+	// seal with nothing appended (a disk budget: Budget.Admit).
+	Admit func() error
 }
 
 // New returns a steward signing with key into log.
 func New(key *Key, log *Log, opt Options) *Steward {
-	s := &Steward{key: key, log: log, rand: opt.Rand, clock: opt.Clock}
+	s := &Steward{key: key, log: log, rand: opt.Rand, clock: opt.Clock, admit: opt.Admit}
 	if s.rand == nil {
 		s.rand = rand.Reader
 	}
@@ -220,6 +224,11 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 // Seal builds, signs and appends the receipt for d, returning only once it
 // is durable. Nothing is appended if any check fails.
 func (s *Steward) Seal(ctx context.Context, d Draft) (*Sealed, error) {
+	if s.admit != nil {
+		if err := s.admit(); err != nil {
+			return nil, fmt.Errorf("seal: %w", err)
+		}
+	}
 	nonce := make([]byte, NonceSize)
 	if _, err := io.ReadFull(s.rand, nonce); err != nil {
 		return nil, fmt.Errorf("seal: nonce: %w", err)

@@ -297,6 +297,9 @@ func serveStatus(err error) (int, apiError) {
 		errors.Is(err, grant.ErrWrongAudience):
 		e.Code, e.Type = "grant_refused", "permission_error"
 		return http.StatusForbidden, e
+	case errors.Is(err, steward.ErrStorage):
+		e.Code, e.Type = "storage_unavailable", "server_error"
+		return http.StatusInsufficientStorage, e
 	case errors.Is(err, agent.ErrUnmetered):
 		e.Code, e.Type = "unmetered", "server_error"
 		return http.StatusServiceUnavailable, e

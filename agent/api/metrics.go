@@ -107,10 +107,17 @@ var (
 	descRestarts = prometheus.NewDesc("meshd_engine_restarts_total", "Engine restarts after crashes, by backend.", []string{"backend"}, nil)
 	descBudget   = prometheus.NewDesc("meshd_grant_budget_remaining_joules", "Budget left on each grant the ledger holds an account for.", []string{"grant"}, nil)
 	descReceipts = prometheus.NewDesc("meshd_receipts", "Receipts in the chain.", nil, nil)
+
+	// The receipt log's disk budget (PROFILE.md §8).
+	descLogBytes    = prometheus.NewDesc("meshd_log_bytes", "Bytes of the receipt log directory (segments, checkpoints, manifest).", nil, nil)
+	descLogLimit    = prometheus.NewDesc("meshd_log_limit_bytes", "The receipt log's disk budget (0: none).", nil, nil)
+	descLogGrowth   = prometheus.NewDesc("meshd_log_growth_bytes_per_second", "Bytes the receipt log grows by per second over the last hour (archived bytes count as written).", nil, nil)
+	descLogDays     = prometheus.NewDesc("meshd_log_days_left", "Days, at the growth rate, until the live log reaches its budget (without one: fills its filesystem); absent while the rate is unknown.", nil, nil)
+	descLogArchived = prometheus.NewDesc("meshd_log_archived_receipts", "Receipts whose segments left the live log (archived or removed once acknowledged).", []string{"how"}, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPower, descHealthy, descReads, descReadErrs, descStalls, descRestarts, descBudget, descReceipts} {
+	for _, d := range []*prometheus.Desc{descPower, descHealthy, descReads, descReadErrs, descStalls, descRestarts, descBudget, descReceipts, descLogBytes, descLogLimit, descLogGrowth, descLogDays, descLogArchived} {
 		ch <- d
 	}
 }
@@ -143,5 +150,24 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(bal.RemainingUJ)/1e6, g.String())
 		}
 		ch <- prometheus.MustNewConstMetric(descReceipts, prometheus.GaugeValue, float64(n.Stores.Log.Durable()))
+	}
+	if b := n.Budget(); b != nil {
+		st := b.Stats()
+		ch <- prometheus.MustNewConstMetric(descLogBytes, prometheus.GaugeValue, float64(st.Bytes))
+		ch <- prometheus.MustNewConstMetric(descLogLimit, prometheus.GaugeValue, float64(st.Limit))
+		ch <- prometheus.MustNewConstMetric(descLogGrowth, prometheus.GaugeValue, st.Growth)
+		if st.DaysLeft >= 0 {
+			ch <- prometheus.MustNewConstMetric(descLogDays, prometheus.GaugeValue, st.DaysLeft)
+		}
+		var archived, removed uint64
+		for _, a := range st.Archived {
+			if a.Path != "" {
+				archived += a.Next - a.First
+			} else {
+				removed += a.Next - a.First
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descLogArchived, prometheus.GaugeValue, float64(archived), "archived")
+		ch <- prometheus.MustNewConstMetric(descLogArchived, prometheus.GaugeValue, float64(removed), "removed")
 	}
 }

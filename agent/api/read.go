@@ -230,6 +230,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "not_ready"})
 		return
 	}
+	if err := s.node.Storage(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "storage_unavailable"})
+		return
+	}
 	if s.opts.Ready != nil {
 		if err := s.opts.Ready(); err != nil {
 			writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "not_ready"})

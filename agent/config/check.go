@@ -86,6 +86,7 @@ func (v *checker) run() {
 	v.backends()
 	v.corpora()
 	v.fleet()
+	v.budget()
 }
 
 // fleet checks the [fleet] table.

@@ -110,7 +110,22 @@ type Steward struct {
 	// CheckpointEvery is how many receipts go between signed checkpoints;
 	// default 1024, must be > 0.
 	CheckpointEvery uint64 `toml:"checkpoint_every,omitempty"`
+
+	// Disk budget (PROFILE.md §8; checked in budget.go). MaxLogBytes and
+	// MaxLogShare (a share 0..1 of the filesystem holding the log) bound
+	// <state_dir>/receipts; 0 or absent: no bound. Past it, segments
+	// before the newest checkpoint move to ArchiveDir (gzip), or, without
+	// one, are removed once [fleet] acknowledged every receipt in them.
+	// SegmentBytes is the size at which the log starts a new segment
+	// (0 or absent: 64 MiB); a budget must hold at least four.
+	MaxLogBytes  int64   `toml:"max_log_bytes,omitempty"`
+	MaxLogShare  float64 `toml:"max_log_share,omitempty"`
+	ArchiveDir   string  `toml:"archive_dir,omitempty"`
+	SegmentBytes int64   `toml:"segment_bytes,omitempty"`
 }
+
+// Budgeted says whether the receipt log has a disk budget.
+func (s Steward) Budgeted() bool { return s.MaxLogBytes > 0 || s.MaxLogShare > 0 }
 
 // Listen configures the HTTP front: where it listens and the limits that
 // keep a slow or hostile client from holding resources.

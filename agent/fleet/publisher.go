@@ -458,3 +458,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// Acked is how many receipts, from sequence 0, the stream has
+// acknowledged: every receipt below it is stored there. A disk budget may
+// remove a segment wholly below it (PROFILE.md §8). It is 0 until Run has
+// read the cursor.
+func (p *Publisher) Acked() uint64 { return p.next.Load() }

@@ -86,6 +86,11 @@ type Node struct {
 	publisher *fleet.Publisher
 	stopBG    context.CancelFunc
 	bgDone    chan struct{}
+	// budget keeps the receipt log within its disk budget (budget.go).
+	budget     *steward.Budget
+	budgetWake chan struct{}
+	stopBudget context.CancelFunc
+	budgetDone chan struct{}
 	// stopRuns ends the loop that closes abandoned runs.
 	stopRuns context.CancelFunc
 	runsDone chan struct{}
@@ -194,7 +199,7 @@ func (b *Backend) Restarts() int {
 // engine healthy and every meter delivering. On error everything opened
 // is closed again.
 func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err error) {
-	n := &Node{opts: opts, log: opts.Logger, cfg: cfg, meters: map[string]*Meter{}}
+	n := &Node{opts: opts, log: opts.Logger, cfg: cfg, meters: map[string]*Meter{}, budgetWake: make(chan struct{}, 1)}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -223,7 +228,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 	if err := steward.MakePrivate(cfg.Steward.StateDir); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	lopt := steward.LogOptions{CheckpointEvery: int(cfg.Steward.CheckpointEvery)}
+	lopt := steward.LogOptions{CheckpointEvery: int(cfg.Steward.CheckpointEvery), SegmentBytes: cfg.Steward.SegmentBytes}
 	if opts.Metrics != nil {
 		lopt.OnSync = opts.Metrics.Synced
 	}
@@ -237,7 +242,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 	}
 	n.log.Info("receipt log open", "dir", cfg.ReceiptsDir(), "receipts", sc.Records, "head", sc.Head.String(), "steward", n.Key.ID())
 	n.log.Info("grant ledger recovered", "path", cfg.LedgerDir(), "recovery", fmt.Sprintf("%+v", *rec))
-	n.Steward = steward.New(n.Key, n.Stores.Log, steward.Options{Clock: opts.Clock})
+	n.Steward = steward.New(n.Key, n.Stores.Log, steward.Options{Clock: opts.Clock, Admit: n.Storage})
 
 	routes, err := n.build(ctx, cfg, nil)
 	if err != nil {
@@ -281,6 +286,9 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 			}
 		}()
 	}
+	if err := n.openBudget(ctx, cfg); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -299,6 +307,7 @@ func (n *Node) observe(ev agent.Event) {
 		if n.publisher != nil {
 			n.publisher.Notify()
 		}
+		n.wakeBudget()
 	}
 	if n.opts.Metrics != nil {
 		n.opts.Metrics.Served(ev)
@@ -741,6 +750,7 @@ func (n *Node) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	n.closeBudget()
 	if n.stopBG != nil {
 		// The publisher stops before the log closes; what it has not
 		// sent stays in the log, and its cursor says where to resume.

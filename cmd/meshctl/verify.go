@@ -40,6 +40,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	count := fs.Uint64("count", 0, "the log must hold at least this many receipts")
 	ckPath := fs.String("checkpoint", "", "a checkpoint envelope you kept (binary or hex): verify from it, and require it")
 	workers := fs.Int("workers", 0, "parallel signature checks (0: all cores)")
+	archive := fs.String("archive", "", "the directory the log's disk budget archives segments to: verify archive plus live log from genesis")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: meshctl verify [flags] <log directory | segment file>")
 		fmt.Fprintln(stderr, "       meshctl verify -envelope [-steward ID] <file>")
@@ -113,7 +114,36 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := checkIsLog(path); err != nil {
 		return err
 	}
-	rep, err := steward.VerifyLog(ctx, path, opt)
+	// Segments a disk budget moved out of the log (PROFILE.md §8) are
+	// named, and without -archive the live log is verified from the
+	// checkpoint in its first segment.
+	manifest, err := archivedRanges(path)
+	if err != nil {
+		return err
+	}
+	for _, r := range steward.Ranges(manifest) {
+		fmt.Fprintf(stdout, "not in the live log: %s\n", r)
+	}
+	var rep *steward.ScanReport
+	switch {
+	case *archive != "":
+		if opt.Anchor != nil {
+			return fmt.Errorf("%w: -archive verifies from genesis; -checkpoint starts later", errUsage)
+		}
+		rep, err = steward.VerifyArchive(ctx, path, *archive, opt)
+	default:
+		if opt.Anchor == nil && len(manifest) > 0 {
+			a, aerr := steward.LiveAnchor(ctx, path, trusted)
+			if aerr != nil {
+				return &cli.ExitError{Code: exitDamaged, Err: aerr}
+			}
+			if a != nil {
+				opt.Anchor = a
+				fmt.Fprintf(stdout, "receipts 0..%d are not checked here (pass -archive DIR to verify from genesis); verifying from the live log's first checkpoint\n", a.Count-1)
+			}
+		}
+		rep, err = steward.VerifyLog(ctx, path, opt)
+	}
 	switch {
 	case errors.Is(err, steward.ErrPinned):
 		return &cli.ExitError{Code: exitPinned, Err: err}
@@ -123,6 +153,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	from := "genesis"
+	if *archive != "" {
+		from = "genesis, archive " + *archive + " and live log"
+	}
 	if rep.From != nil {
 		from = fmt.Sprintf("checkpoint at %d", rep.From.Count)
 	}
@@ -133,6 +166,15 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			rep.TornBytes, rep.TornAt, rep.TornSegment)}
 	}
 	return nil
+}
+
+// archivedRanges reads the archive manifest of a log directory (none for
+// a segment file or a log that never archived).
+func archivedRanges(path string) ([]steward.Archived, error) {
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		return nil, nil
+	}
+	return steward.ReadManifest(path)
 }
 
 // printRoute prints the candidates a receipt proves its route by, when it
