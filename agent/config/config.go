@@ -110,6 +110,17 @@ type Steward struct {
 	// CheckpointEvery is how many receipts go between signed checkpoints;
 	// default 1024, must be > 0.
 	CheckpointEvery uint64 `toml:"checkpoint_every,omitempty"`
+
+	// The rollback witness (PROFILE.md §8.6). Witness is "none" (or
+	// empty, the default: an older copy of the state directory cannot be detected,
+	// and the start log says so) or "tpm": every checkpoint is bound to a
+	// TPM 2.0 NV counter at WitnessIndex (default 0x01004D53) on
+	// WitnessDevice (default /dev/tpmrm0; a unix socket speaking raw TPM
+	// commands, such as swtpm's, also works), and a start that finds the
+	// log older than the counter is refused.
+	Witness       string `toml:"witness,omitempty"`
+	WitnessDevice string `toml:"witness_device,omitempty"`
+	WitnessIndex  uint32 `toml:"witness_index,omitempty"`
 }
 
 // Listen configures the HTTP front: where it listens and the limits that
