@@ -87,8 +87,10 @@ type Node struct {
 	// publisher sends the receipts to the fleet, nil when none is
 	// configured; it runs until Close.
 	publisher *fleet.Publisher
-	stopBG    context.CancelFunc
-	bgDone    chan struct{}
+	// witness is the rollback witness's TPM connection, nil without one.
+	witness interface{ Close() error }
+	stopBG  context.CancelFunc
+	bgDone  chan struct{}
 	// stopRuns ends the loop that closes abandoned runs.
 	stopRuns context.CancelFunc
 	runsDone chan struct{}
@@ -222,8 +224,14 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 	if err := os.MkdirAll(cfg.Steward.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	if lopt.Witness, err = n.openWitness(ctx, cfg); err != nil {
+		return nil, err
+	}
 	n.Stores, err = grant.OpenStores(ctx, cfg.ReceiptsDir(), cfg.LedgerDir(), n.Key, lopt, ledger.Options{Clock: opts.Clock})
 	if err != nil {
+		return nil, err
+	}
+	if err := n.checkRollback(ctx, cfg); err != nil {
 		return nil, err
 	}
 	sc, rec := n.Stores.Scan, n.Stores.Recovery
@@ -763,6 +771,12 @@ func (n *Node) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		n.Stores = nil
+	}
+	if n.witness != nil {
+		if err := n.witness.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		n.witness = nil
 	}
 	return errors.Join(errs...)
 }
