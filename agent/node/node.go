@@ -87,13 +87,14 @@ type Node struct {
 	// publisher sends the receipts to the fleet, nil when none is
 	// configured; it runs until Close.
 	publisher *fleet.Publisher
-	// witness is the rollback witness's TPM connection, nil without one.
-	witness interface{ Close() error }
-	stopBG  context.CancelFunc
-	bgDone  chan struct{}
+	stopBG    context.CancelFunc
+	bgDone    chan struct{}
 	// stopRuns ends the loop that closes abandoned runs.
 	stopRuns context.CancelFunc
 	runsDone chan struct{}
+
+	// witness is the rollback witness's TPM connection, nil without one.
+	witness interface{ Close() error }
 }
 
 // Publisher is the fleet publisher, nil when [fleet] is not configured.
