@@ -42,7 +42,7 @@ type Checkpoint struct {
 	Ledger *string `cbor:"ledger,omitempty"`
 	// Witness is the value of the log's rollback witness (a counter
 	// outside the state directory that only goes up) that this checkpoint
-	// is bound to; absent when the log has no witness (PROFILE.md §8.6).
+	// is bound to; absent when the log has no witness (PROFILE.md §8, "Rollback witness").
 	Witness *uint64 `cbor:"witness,omitempty"`
 }
 
@@ -129,7 +129,7 @@ func OpenCheckpoint(env []byte, trusted ed25519.PublicKey) (*SignedCheckpoint, e
 // goes up (a TPM NV counter: package steward/witness). A log opened with
 // one binds every checkpoint it seals to the counter's next value, so an
 // older copy of the state directory, whose newest checkpoint is bound to a
-// smaller value, is refused (PROFILE.md §8.6).
+// smaller value, is refused (PROFILE.md §8, "Rollback witness").
 type Witness interface {
 	// Read returns the counter's value; written is false for a counter
 	// that was never advanced and so has no value yet.

@@ -111,7 +111,7 @@ type Steward struct {
 	// default 1024, must be > 0.
 	CheckpointEvery uint64 `toml:"checkpoint_every,omitempty"`
 
-	// The rollback witness (PROFILE.md §8.6). Witness is "none" (or
+	// The rollback witness (PROFILE.md §8, "Rollback witness"). Witness is "none" (or
 	// empty, the default: an older copy of the state directory cannot be detected,
 	// and the start log says so) or "tpm": every checkpoint is bound to a
 	// TPM 2.0 NV counter at WitnessIndex (default 0x01004D53) on

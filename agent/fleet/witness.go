@@ -17,7 +17,7 @@ import (
 // The fleet stream is a node's rollback witness where a fleet exists: the
 // receipts it acknowledged live outside the node's state directory, so an
 // older copy of that directory holds fewer receipts than the stream has
-// (PROFILE.md §8.6).
+// (PROFILE.md §8, "Rollback witness").
 
 // StreamHead is the newest receipt of one steward that the stream holds.
 type StreamHead struct {

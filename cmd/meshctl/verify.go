@@ -132,7 +132,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // printUnchecked says what a passing verify did not establish: the
 // receipts before a -checkpoint anchor, and whether this is the newest copy
-// of the log at all (PROFILE.md §8.6).
+// of the log at all (PROFILE.md §8, "Rollback witness").
 func printUnchecked(w io.Writer, rep *steward.ScanReport, opt steward.VerifyOptions) {
 	if a := rep.From; a != nil {
 		fmt.Fprintf(w, "not checked: receipts 0..%d (up to the checkpoint's head %s in %s): not read, so whether those segments are present, intact, in order or the ones the checkpoint was sealed over is unknown; the checkpoint vouches for them (verify without -checkpoint to check them)\n",

@@ -1,7 +1,7 @@
 // Package witness keeps a receipt log's rollback witness outside its state
 // directory: a TPM 2.0 NV counter (package steward's Witness interface),
 // which only goes up, so that an older copy of the state directory cannot
-// carry the value the node last bound its checkpoint to (PROFILE.md §8.6).
+// carry the value the node last bound its checkpoint to (PROFILE.md §8, "Rollback witness").
 package witness
 
 import (
