@@ -88,6 +88,11 @@ type ScanReport struct {
 	Size int64
 	// Last is the last verified receipt, or nil if none was verified.
 	Last *Receipt
+	// Witness is what OpenLog found comparing the log with its rollback
+	// witness (nil: none configured). CheckpointsMissing (VerifyLog) says
+	// that the segments hold receipts but the checkpoints file is gone.
+	Witness            *WitnessReport
+	CheckpointsMissing bool
 }
 
 // LogOptions tune OpenLog.
@@ -122,6 +127,10 @@ type LogOptions struct {
 	Clock func() time.Time
 	// OnSync, if set, is told how long each fsync of a segment took.
 	OnSync func(time.Duration)
+	// Witness, if set (with Key), is the rollback witness every checkpoint
+	// is bound to; an open that finds the log older than it is refused
+	// with ErrRolledBack.
+	Witness Witness
 }
 
 // Log is an append-only, hash-chained, durable receipt log.
@@ -161,6 +170,7 @@ type Log struct {
 	ck      *framelog.Writer
 	ckCount uint64
 	latest  *SignedCheckpoint
+	witness Witness
 }
 
 // OpenLog opens or creates the receipt log directory dir and takes its
@@ -187,7 +197,7 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 		return nil, nil, err
 	}
 	l := &Log{dir: dir, lock: lock, key: opt.Key, noSync: opt.NoSync, onSync: opt.OnSync, segBytes: opt.SegmentBytes,
-		ledger: opt.Ledger, clock: opt.Clock}
+		ledger: opt.Ledger, clock: opt.Clock, witness: opt.Witness}
 	if l.segBytes <= 0 {
 		l.segBytes = DefaultSegmentBytes
 	}
@@ -247,6 +257,14 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 	}
 	if l.latest != nil && l.latest.Count > rep.Records {
 		return nil, nil, &DamageError{Sequence: rep.Records, Err: fmt.Errorf("the newest checkpoint covers %d receipts but the log holds %d: truncated or rolled back", l.latest.Count, rep.Records)}
+	}
+	if err := checkpointsMissing(dir, rep.Records); err != nil {
+		return nil, nil, err
+	}
+	if l.witness != nil && l.key != nil {
+		if rep.Witness, err = checkWitness(ctx, l.witness, l.latest, rep.Records); err != nil {
+			return nil, nil, err
+		}
 	}
 	// Everything checked out: only now is anything changed.
 	if lastFile == nil {
@@ -681,6 +699,10 @@ func (l *Log) checkpointLocked() (*SignedCheckpoint, error) {
 		s := l.ledger()
 		c.Ledger = &s
 	}
+	advanced, err := l.bindWitness(&c, latest)
+	if err != nil {
+		return nil, err
+	}
 	cp, err := sealCheckpoint(l.key, c)
 	if err != nil {
 		return nil, err
@@ -695,6 +717,11 @@ func (l *Log) checkpointLocked() (*SignedCheckpoint, error) {
 	l.mu.Lock()
 	l.latest, l.ckCount = cp, count
 	l.mu.Unlock()
+	if l.witness != nil && !advanced {
+		if _, err := l.witness.Advance(context.Background(), *c.Witness); err != nil {
+			return cp, fmt.Errorf("receipt log: checkpoint at %d sealed, but its rollback witness was not advanced (the next open catches it up): %w", count, err)
+		}
+	}
 	return cp, nil
 }
 

@@ -25,6 +25,10 @@ type RepairReport struct {
 	Moved      []string // what was moved there
 	// CheckpointsDropped counts checkpoints beyond the kept receipts.
 	CheckpointsDropped int
+	// CheckpointsMissing: the segments hold receipts but the checkpoints
+	// file is gone; applied, an empty one is written (the open refuses a
+	// log without it).
+	CheckpointsMissing bool
 	Applied            bool
 }
 
@@ -69,7 +73,8 @@ func RepairLog(ctx context.Context, dir string, trusted ed25519.PublicKey, apply
 		// shortcut, the chain is the truth.
 		rep.CheckpointsDropped = -1
 	}
-	if !apply || (rep.Damage == nil && rep.TornBytes == 0 && rep.CheckpointsDropped == 0) {
+	rep.CheckpointsMissing = checkpointsMissing(dir, rep.Records) != nil
+	if !apply || (rep.Damage == nil && rep.TornBytes == 0 && rep.CheckpointsDropped == 0 && !rep.CheckpointsMissing) {
 		return rep, nil
 	}
 	rep.Quarantine = filepath.Join(dir, "quarantine-"+strconv.FormatInt(time.Now().UnixNano(), 10))

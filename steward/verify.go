@@ -120,6 +120,9 @@ func verifyLog(ctx context.Context, path string, opt VerifyOptions) (*ScanReport
 		return nil, &DamageError{Sequence: rep.Records, Segment: checkpointsName, Err: fmt.Errorf("checkpoint %d covers %d receipts but the log holds %d: truncated or rolled back", i, cks[i].Count, rep.Records)}
 	}
 	rep.Checkpoints = matched
+	if fi.IsDir() && checkpointsMissing(path, rep.Records) != nil {
+		rep.CheckpointsMissing = true
+	}
 	if len(cks) > 0 {
 		rep.Latest = cks[len(cks)-1]
 	}

@@ -76,6 +76,7 @@ func (v *checker) run() {
 	v.durationTypes()
 	v.defaults()
 	v.steward()
+	v.witness()
 	v.listen()
 	v.grants()
 	v.metering()

@@ -122,6 +122,16 @@ type Steward struct {
 	MaxLogShare  float64 `toml:"max_log_share,omitempty"`
 	ArchiveDir   string  `toml:"archive_dir,omitempty"`
 	SegmentBytes int64   `toml:"segment_bytes,omitempty"`
+	// The rollback witness (PROFILE.md §8, "Rollback witness"). Witness is "none" (or
+	// empty, the default: an older copy of the state directory cannot be detected,
+	// and the start log says so) or "tpm": every checkpoint is bound to a
+	// TPM 2.0 NV counter at WitnessIndex (default 0x01004D53) on
+	// WitnessDevice (default /dev/tpmrm0; a unix socket speaking raw TPM
+	// commands, such as swtpm's, also works), and a start that finds the
+	// log older than the counter is refused.
+	Witness       string `toml:"witness,omitempty"`
+	WitnessDevice string `toml:"witness_device,omitempty"`
+	WitnessIndex  uint32 `toml:"witness_index,omitempty"`
 }
 
 // Budgeted says whether the receipt log has a disk budget.

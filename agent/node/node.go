@@ -96,6 +96,9 @@ type Node struct {
 	runsDone chan struct{}
 	// stateLock is the flock on the state directory, held until Close.
 	stateLock *steward.DirLock
+
+	// witness is the rollback witness's TPM connection, nil without one.
+	witness interface{ Close() error }
 }
 
 // Publisher is the fleet publisher, nil when [fleet] is not configured.
@@ -232,8 +235,14 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 	if opts.Metrics != nil {
 		lopt.OnSync = opts.Metrics.Synced
 	}
+	if lopt.Witness, err = n.openWitness(ctx, cfg); err != nil {
+		return nil, err
+	}
 	n.Stores, err = grant.OpenStores(ctx, cfg.ReceiptsDir(), cfg.LedgerDir(), n.Key, lopt, ledger.Options{Clock: opts.Clock})
 	if err != nil {
+		return nil, err
+	}
+	if err := n.checkRollback(ctx, cfg); err != nil {
 		return nil, err
 	}
 	sc, rec := n.Stores.Scan, n.Stores.Recovery
@@ -778,6 +787,12 @@ func (n *Node) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		n.Stores = nil
+	}
+	if n.witness != nil {
+		if err := n.witness.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		n.witness = nil
 	}
 	if n.stateLock != nil {
 		if err := n.stateLock.Release(); err != nil {

@@ -57,7 +57,7 @@ func TestKeygenAndVerify(t *testing.T) {
 	if err := run(context.Background(), []string{"verify", "-steward", k.ID(), logPath}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "log OK: 3 receipts") {
+	if !strings.Contains(out.String(), "log OK: 3 receipts") || !strings.Contains(out.String(), "rollback: cannot be detected") {
 		t.Fatalf("verify output: %s", out.String())
 	}
 	envPath := filepath.Join(dir, "one.env")
@@ -117,8 +117,13 @@ func TestVerifyExitStatusAndPins(t *testing.T) {
 	}
 	ckFile := filepath.Join(dir, "kept.checkpoint")
 	os.WriteFile(ckFile, out.Bytes(), 0o600)
+	out.Reset()
 	if err := run(ctx, []string{"verify", "-q", "-checkpoint", ckFile, "-head", heads[3], logPath}, &out, &errb); err != nil {
 		t.Fatalf("verify with the kept pins: %v", err)
+	}
+	// What an anchored verify did not read, it says.
+	if !strings.Contains(out.String(), "not checked: receipts 0..") || !strings.Contains(out.String(), "rollback: checked only against what you pinned") {
+		t.Fatalf("verify -checkpoint output: %s", out.String())
 	}
 	status := func(args ...string) int {
 		err := run(ctx, args, &out, &errb)

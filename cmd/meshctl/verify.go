@@ -161,6 +161,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "log OK: %d receipts (%d verified from %s) in %d segments, %d checkpoints matched, steward %x, head %s\n",
 		rep.Records, rep.Verified, from, rep.Segments, rep.Checkpoints, []byte(rep.Steward), rep.Head)
+	printUnchecked(stdout, rep, opt)
 	if rep.TornBytes > 0 {
 		return &cli.ExitError{Code: exitTorn, Err: fmt.Errorf("torn final write: %d bytes at offset %d of %s (never acknowledged; cut when the log is next opened)",
 			rep.TornBytes, rep.TornAt, rep.TornSegment)}
@@ -175,6 +176,29 @@ func archivedRanges(path string) ([]steward.Archived, error) {
 		return nil, nil
 	}
 	return steward.ReadManifest(path)
+}
+
+// printUnchecked says what a passing verify did not establish: the
+// receipts before a -checkpoint anchor, and whether this is the newest copy
+// of the log at all (PROFILE.md §8, "Rollback witness").
+func printUnchecked(w io.Writer, rep *steward.ScanReport, opt steward.VerifyOptions) {
+	if a := rep.From; a != nil {
+		fmt.Fprintf(w, "not checked: receipts 0..%d (up to the checkpoint's head %s in %s): not read, so whether those segments are present, intact, in order or the ones the checkpoint was sealed over is unknown; the checkpoint vouches for them (verify without -checkpoint to check them)\n",
+			a.Count-1, a.HeadID, steward.SegmentName(a.Segment))
+	}
+	if rep.CheckpointsMissing {
+		fmt.Fprintf(w, "WARNING: the checkpoints file is missing while the segments hold %d receipts: it was removed or the directory replaced; meshd refuses to start on this log (meshctl log repair -apply recreates it)\n", rep.Records)
+	}
+	pinned := opt.ExpectHead != nil || opt.ExpectCount > 0 || opt.Anchor != nil
+	switch {
+	case rep.Latest != nil && rep.Latest.Witness != nil:
+		fmt.Fprintf(w, "rollback: the newest checkpoint (%d receipts) is bound to witness value %d; a node whose witness counter reads more refuses this log as an older copy; verify cannot read the counter\n",
+			rep.Latest.Count, *rep.Latest.Witness)
+	case pinned:
+		fmt.Fprintln(w, "rollback: checked only against what you pinned (-head, -count, -checkpoint); the log carries no witness binding")
+	default:
+		fmt.Fprintln(w, "rollback: cannot be detected: an older copy of this log verifies just the same (pin -head, -count or -checkpoint from a copy you kept, or run the node with a witness)")
+	}
 }
 
 // printRoute prints the candidates a receipt proves its route by, when it
