@@ -184,7 +184,7 @@ func (l *Ledger) compactLocked(anchor func() (Anchor, error)) (err error) {
 	// happens. The old writer's unwritten settlements go to the old,
 	// unlinked file; the snapshot already has them.
 	old := l.w
-	l.w = framelog.NewWriter(tmp, size, l.opt.NoSync)
+	l.w = framelog.NewWriter(l.wrap(tmp), size, l.opt.NoSync)
 	old.Close()
 	l.oldSyncs += old.Syncs()
 	for _, g := range drop {
@@ -196,7 +196,7 @@ func (l *Ledger) compactLocked(anchor func() (Anchor, error)) (err error) {
 		if err := framelog.SyncDir(dir); err != nil {
 			// Which file a crash would leave is unknown; take no holds on
 			// either until reopened.
-			l.failed = fmt.Errorf("grant ledger: compact: reopen to recover: %w", err)
+			l.failed = fmt.Errorf("grant ledger: %w: compact: sync directory: %w", ErrStorage, err)
 			return l.failed
 		}
 	}

@@ -88,8 +88,8 @@ func TestOpenAppendCutsAndResumes(t *testing.T) {
 		t.Fatalf("open: %+v, %v", tail, err)
 	}
 	end, err := w.Enqueue([]byte("next"))
-	if err != nil || end != int64(len(good))+HeaderSize+4 {
-		t.Fatalf("enqueue: %d, %v", end, err)
+	if err != nil || end.End != int64(len(good))+HeaderSize+4 {
+		t.Fatalf("enqueue: %d, %v", end.End, err)
 	}
 	if err := w.Sync(end); err != nil {
 		t.Fatal(err)
