@@ -121,22 +121,22 @@ func (l *Log) Storage() error {
 // below the cut.
 func (l *Log) healLocked() error {
 	cause := l.err
-	cut, err := l.w.Recover()
-	if err != nil {
-		return fmt.Errorf("receipt log: heal: %w (failed first by: %v)", err, cause)
-	}
-	if cut {
-		// Only a writer that failed drops frames; on a healthy one (the
-		// checkpoints file or a rotation failed) the records in flight
-		// are becoming durable and stay.
+	if l.w.Err() != nil {
+		// The segment's writer failed: every frame past its last durable
+		// one is lost with it, whether or not the cut below succeeds now.
+		// (When only the checkpoints file or a rotation failed, the records
+		// in flight are becoming durable and stay.)
 		l.trimPendingLocked(l.w.Synced())
-		l.pend = l.pend[:0] // what is left ended past the cut: discarded
+		l.pend = l.pend[:0] // what is left ended past the durable end
 		st := l.base
 		l.next, l.head, l.headSeg, l.headOff, l.headEnd, l.headEp = st.next, st.head, st.seg, st.off, st.end, st.epoch
 		if !st.steward {
 			l.steward = nil
 		}
 		l.index.cut(l.next)
+	}
+	if _, err := l.w.Recover(); err != nil {
+		return fmt.Errorf("receipt log: heal: %w (failed first by: %v)", err, cause)
 	}
 	if _, err := l.ck.Recover(); err != nil {
 		return fmt.Errorf("receipt log: heal checkpoints: %w (failed first by: %v)", err, cause)
