@@ -303,6 +303,10 @@ func serveStatus(err error) (int, apiError) {
 	case errors.Is(err, context.DeadlineExceeded):
 		e.Code, e.Type = "timeout", "server_error"
 		return http.StatusGatewayTimeout, e
+	case errors.Is(err, steward.ErrStorage):
+		// The engine is fine; the node cannot make a receipt durable.
+		e.Code, e.Type = "storage_unavailable", "server_error"
+		return http.StatusInsufficientStorage, e
 	}
 	e.Code, e.Type = "engine_failed", "server_error"
 	return http.StatusBadGateway, e

@@ -107,10 +107,11 @@ var (
 	descRestarts = prometheus.NewDesc("meshd_engine_restarts_total", "Engine restarts after crashes, by backend.", []string{"backend"}, nil)
 	descBudget   = prometheus.NewDesc("meshd_grant_budget_remaining_joules", "Budget left on each grant the ledger holds an account for.", []string{"grant"}, nil)
 	descReceipts = prometheus.NewDesc("meshd_receipts", "Receipts in the chain.", nil, nil)
+	descStorage  = prometheus.NewDesc("meshd_storage_ok", "1 while the receipt log and the grant ledger take writes, 0 while the storage refuses them (serves refused with storage_unavailable until it heals).", nil, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPower, descHealthy, descReads, descReadErrs, descStalls, descRestarts, descBudget, descReceipts} {
+	for _, d := range []*prometheus.Desc{descPower, descHealthy, descReads, descReadErrs, descStalls, descRestarts, descBudget, descReceipts, descStorage} {
 		ch <- d
 	}
 }
@@ -143,5 +144,10 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(bal.RemainingUJ)/1e6, g.String())
 		}
 		ch <- prometheus.MustNewConstMetric(descReceipts, prometheus.GaugeValue, float64(n.Stores.Log.Durable()))
+		ok := 1.0
+		if n.Storage() != nil {
+			ok = 0
+		}
+		ch <- prometheus.MustNewConstMetric(descStorage, prometheus.GaugeValue, ok)
 	}
 }
