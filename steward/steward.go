@@ -91,7 +91,12 @@ func New(key *Key, log *Log, opt Options) *Steward {
 // Storage returns nil while the steward's log takes writes, else why not
 // (wrapping ErrStorage), after trying to heal it: a serve asks before it
 // does any work that could not be sealed.
-func (s *Steward) Storage() error { return s.log.Storage() }
+func (s *Steward) Storage() error {
+	if s.log == nil {
+		return nil // a steward that builds but never seals
+	}
+	return s.log.Storage()
+}
 
 // Public returns the steward's public key: its identity, the COSE kid.
 func (s *Steward) Public() ed25519.PublicKey { return s.key.Public() }
