@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -162,4 +163,67 @@ func TestLogStorageNamesCause(t *testing.T) {
 	if l.Next() != 0 {
 		t.Fatalf("a refused receipt took sequence 0: next %d", l.Next())
 	}
+}
+
+// Concurrent sealers sharing fsyncs when one fsync fails: every sealer
+// whose receipt was in the failed flush is refused, the log heals, and the
+// log then holds exactly the receipts acknowledged.
+func TestLogHealsUnderConcurrentSealers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "receipts")
+	k := testKey(t)
+	var x framelog.Faults
+	// Checkpoints only on Close, so that every fsync counted is a
+	// segment's and each failed one refuses at least its flusher's seal.
+	st, l, _ := openTestLog(t, dir, k, LogOptions{CheckpointEvery: -1, files: x.Wrap})
+	// Fail the 5th and the 12th fsync from now.
+	_, s0 := x.Counts()
+	x.FailSync(s0+5, syscall.EIO)
+	x.FailSync(s0+12, syscall.ENOSPC)
+	const workers, each = 8, 25
+	var mu sync.Mutex
+	acked := map[uint64]wire.ContentID{}
+	refused := 0
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				s, err := st.Seal(bg, draft(w*each+i))
+				mu.Lock()
+				switch {
+				case err == nil:
+					if _, dup := acked[s.Receipt.Sequence]; dup {
+						t.Errorf("sequence %d acknowledged twice", s.Receipt.Sequence)
+					}
+					acked[s.Receipt.Sequence] = s.ID
+				case errors.Is(err, ErrStorage):
+					refused++
+				default:
+					t.Errorf("seal: %v", err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Storage(); err != nil {
+		t.Fatalf("Storage after the faults passed: %v", err)
+	}
+	if refused == 0 {
+		t.Fatal("no seal was refused: the faults did not fire")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	v, err := VerifyLog(bg, dir, VerifyOptions{Trusted: k.Public(), Visit: func(o *Opened) error {
+		if id, ok := acked[o.Receipt.Sequence]; !ok || id != o.ID {
+			t.Errorf("the log holds receipt %d %s, which was not acknowledged", o.Receipt.Sequence, o.ID)
+		}
+		seen++
+		return nil
+	}})
+	if err != nil || seen != len(acked) || v.TornBytes != 0 {
+		t.Fatalf("verify: %v; %d in the log, %d acknowledged, %d refused", err, seen, len(acked), refused)
+	}
+	t.Logf("%d acknowledged, %d refused, %d checkpoints", len(acked), refused, v.Checkpoints)
 }
