@@ -319,6 +319,15 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		ev.Reason = "bad_request"
 		return nil, fmt.Errorf("serve: %w: prompt_hash %s does not address the prompt sent (%s)", wire.ErrBadRequest, req.PromptHash, got)
 	}
+	// Work that could not be sealed is not started: while the storage
+	// refuses writes (a full disk) the serve is refused as such, and the
+	// check heals the log once writes succeed again.
+	if sc, ok := a.steward.(interface{ Storage() error }); ok {
+		if err := sc.Storage(); err != nil {
+			ev.Reason = "storage"
+			return nil, fmt.Errorf("serve %s: %w", id, err)
+		}
+	}
 	if opts.Run != nil {
 		leave, err := a.enterRun(*opts.Run)
 		if err != nil {
@@ -345,6 +354,9 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 	case opts.Grant != nil:
 		if hold, err = t.grants.Authorise(ctx, opts.Grant, id, req.JouleCeilingUJ); err != nil {
 			ev.Reason = "grant"
+			if errors.Is(err, steward.ErrStorage) {
+				ev.Reason = "storage"
+			}
 			return nil, fmt.Errorf("serve %s: %w", id, err)
 		}
 		defer func() {
@@ -462,6 +474,9 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 	sealed, err := a.seal(context.WithoutCancel(ctx), draft, res, b)
 	if err != nil {
 		ev.Reason = "seal"
+		if errors.Is(err, steward.ErrStorage) {
+			ev.Reason = "storage"
+		}
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
 	ev.Sealed = sealed

@@ -37,10 +37,6 @@ const (
 	manifestName = "archived.json"
 )
 
-// ErrStorage is wrapped when the node cannot store another receipt: its
-// log is at its disk budget and nothing may be archived or removed.
-var ErrStorage = errors.New("storage unavailable")
-
 // Archived is one segment that left the live log.
 type Archived struct {
 	// First and Next: the segment held sequences First..Next-1.

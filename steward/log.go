@@ -131,6 +131,10 @@ type LogOptions struct {
 	// is bound to; an open that finds the log older than it is refused
 	// with ErrRolledBack.
 	Witness Witness
+
+	// files, if set, wraps every file the log writes (segments, the
+	// checkpoints file, the storage probe): tests inject faults with it.
+	files func(framelog.File) framelog.File
 }
 
 // Log is an append-only, hash-chained, durable receipt log.
@@ -149,10 +153,20 @@ type Log struct {
 	ckEvery  uint64
 	ledger   func() string
 	clock    func() time.Time
+	files    func(framelog.File) framelog.File
 
-	mu       sync.Mutex
-	closed   bool
-	err      error // sticky: after a failed rotation the log must be reopened
+	mu     sync.Mutex
+	closed bool
+	// err is why the storage last refused a write (nil: healthy). While it
+	// is set appends are refused, each first trying to heal (heal.go);
+	// down mirrors it for a lock-free check.
+	err  error
+	down atomic.Bool
+	// pend are the records appended to the current segment that were not
+	// yet known durable, base the head before the first of them: what a
+	// heal rolls back to.
+	pend     []headState
+	base     headState
 	steward  ed25519.PublicKey
 	w        *framelog.Writer
 	seg      uint64 // first sequence of the segment being written
@@ -161,6 +175,7 @@ type Log struct {
 	head     wire.ContentID
 	headOff  int64
 	headEnd  int64
+	headEp   uint64 // the writer epoch headEnd belongs to
 	oldSyncs uint64
 
 	acked atomic.Uint64 // records durable and acknowledged: see Durable
@@ -197,7 +212,7 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 		return nil, nil, err
 	}
 	l := &Log{dir: dir, lock: lock, key: opt.Key, noSync: opt.NoSync, onSync: opt.OnSync, segBytes: opt.SegmentBytes,
-		ledger: opt.Ledger, clock: opt.Clock, witness: opt.Witness}
+		ledger: opt.Ledger, clock: opt.Clock, witness: opt.Witness, files: opt.files}
 	if l.segBytes <= 0 {
 		l.segBytes = DefaultSegmentBytes
 	}
@@ -277,7 +292,7 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 	if tail.Torn > 0 {
 		rep.TornBytes, rep.TornAt = tail.Torn, tail.End
 	}
-	l.w, err = segFormat.Resume(lastFile, tail, opt.NoSync)
+	l.w, err = segFormat.Resume(l.wrap(lastFile), tail, opt.NoSync)
 	if err == nil && opt.OnSync != nil {
 		l.w.ObserveSyncs(opt.OnSync)
 	}
@@ -291,7 +306,7 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 			return nil, nil, err
 		}
 	}
-	if l.ck, err = ckFormat.Resume(ckf, ckTail, opt.NoSync); err != nil {
+	if l.ck, err = ckFormat.Resume(l.wrap(ckf), ckTail, opt.NoSync); err != nil {
 		l.w.Close()
 		return nil, nil, err
 	}
@@ -303,6 +318,7 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 	if from != nil && c.checked == 0 {
 		l.headSeg, l.headOff, l.headEnd = from.Segment, int64(from.HeadOffset), int64(from.End)
 	}
+	l.base = l.headLocked()
 	if l.key != nil && l.steward != nil && !bytes.Equal(l.steward, l.key.Public()) {
 		l.w.Close()
 		l.ck.Close()
@@ -561,9 +577,10 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 		l.mu.Unlock()
 		return 0, wire.ContentID{}, ErrClosed
 	case l.err != nil:
-		err := l.err
-		l.mu.Unlock()
-		return 0, wire.ContentID{}, err
+		if err := l.healLocked(); err != nil {
+			l.mu.Unlock()
+			return 0, wire.ContentID{}, err
+		}
 	}
 	if signer != nil && l.steward != nil && !bytes.Equal(signer, l.steward) {
 		l.mu.Unlock()
@@ -582,9 +599,12 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 	if err == nil && seq > l.seg && l.w.Size() >= l.segBytes {
 		err = l.rotateLocked()
 	}
-	var end int64
+	var end framelog.Mark
 	if err == nil {
-		end, err = l.w.Enqueue(env)
+		if end, err = l.w.Enqueue(env); err != nil {
+			l.failLocked(err)
+			err = fmt.Errorf("receipt log: %w", err)
+		}
 	}
 	if err != nil {
 		l.mu.Unlock()
@@ -595,13 +615,18 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 	if l.steward == nil && signer != nil {
 		l.steward = signer
 	}
-	l.headSeg, l.headOff, l.headEnd = l.seg, end-framelog.HeaderSize-int64(len(env)), end
+	l.headSeg, l.headOff, l.headEnd, l.headEp = l.seg, end.End-framelog.HeaderSize-int64(len(env)), end.End, end.Epoch
 	l.index.note(seq, l.seg, l.headOff)
+	l.notePendingLocked()
 	w := l.w
 	l.mu.Unlock()
 	// The receipt is sequenced: it is waited for even if ctx ends now, so
 	// that a caller never mistakes a durable receipt for a failed one.
 	if err := w.Sync(end); err != nil {
+		// Not durable, so never acknowledged: the heal that the next
+		// append (or a readiness check) runs cuts it off and rolls the
+		// head back past it.
+		l.fail(err)
 		return 0, wire.ContentID{}, fmt.Errorf("receipt log: %w", err)
 	}
 	// Frames are written in order, so everything before this one is
@@ -615,7 +640,13 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 	if l.ckEvery > 0 && l.key != nil && seq+1 >= l.checkpointed()+l.ckEvery && l.ckMu.TryLock() {
 		_, err := l.checkpointLocked()
 		l.ckMu.Unlock()
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrStorage):
+			// The receipt is durable and acknowledged; the storage's
+			// refusal fails the log until it heals, which retries the
+			// checkpoint's file too.
+			l.fail(err)
+		case err != nil:
 			return seq, id, fmt.Errorf("receipt %d is durable, but the checkpoint after it failed: %w", seq, err)
 		}
 	}
@@ -629,32 +660,33 @@ func (l *Log) checkpointed() uint64 {
 }
 
 // rotateLocked makes the current segment durable and starts the next one.
-// Called with mu held.
+// Called with mu held. A failure leaves the current segment in place and
+// fails the log until it heals; the next append then tries again.
 func (l *Log) rotateLocked() error {
 	if err := l.w.SyncAll(); err != nil {
-		l.err = fmt.Errorf("receipt log: %w", err)
-		return l.err
+		l.failLocked(err)
+		return fmt.Errorf("receipt log: %w", err)
 	}
 	f, err := framelog.OpenFile(filepath.Join(l.dir, SegmentName(l.next)), true)
 	if err != nil {
-		l.err = fmt.Errorf("receipt log: new segment: %w", err)
-		return l.err
+		err = fmt.Errorf("%w: new segment: %w", ErrStorage, err)
+		l.failLocked(err)
+		return fmt.Errorf("receipt log: %w", err)
 	}
-	w, err := segFormat.Resume(f, framelog.Tail{}, l.noSync)
-	if err == nil && l.onSync != nil {
+	w, err := segFormat.Resume(l.wrap(f), framelog.Tail{}, l.noSync)
+	if err != nil {
+		l.failLocked(err)
+		return fmt.Errorf("receipt log: new segment: %w", err)
+	}
+	if l.onSync != nil {
 		w.ObserveSyncs(l.onSync)
 	}
-	if err != nil {
-		l.err = fmt.Errorf("receipt log: new segment: %w", err)
-		return l.err
-	}
 	l.oldSyncs += l.w.Syncs()
-	if err := l.w.Close(); err != nil {
-		w.Close()
-		l.err = fmt.Errorf("receipt log: close segment: %w", err)
-		return l.err
-	}
+	// Everything in the old segment is durable (SyncAll above), so an
+	// error closing it loses nothing.
+	_ = l.w.Close()
 	l.w, l.seg = w, l.next
+	l.pend, l.base = l.pend[:0], l.headLocked()
 	return nil
 }
 
@@ -676,7 +708,7 @@ func (l *Log) Checkpoint(ctx context.Context) (*SignedCheckpoint, error) {
 // checkpointLocked is called with ckMu held.
 func (l *Log) checkpointLocked() (*SignedCheckpoint, error) {
 	l.mu.Lock()
-	count, head, seg, off, end, w, latest := l.next, l.head, l.headSeg, l.headOff, l.headEnd, l.w, l.latest
+	count, head, seg, off, end, w, latest := l.next, l.head, l.headSeg, l.headOff, framelog.Mark{End: l.headEnd, Epoch: l.headEp}, l.w, l.latest
 	if seg != l.seg {
 		w = nil // the head's segment was made durable when the log rotated or opened
 	}
@@ -690,10 +722,11 @@ func (l *Log) checkpointLocked() (*SignedCheckpoint, error) {
 	}
 	if w != nil {
 		if err := w.Sync(end); err != nil {
+			l.fail(err)
 			return nil, fmt.Errorf("receipt log: %w", err)
 		}
 	}
-	c := Checkpoint{Count: count, Head: head.String(), Segment: seg, HeadOffset: uint64(off), End: uint64(end),
+	c := Checkpoint{Count: count, Head: head.String(), Segment: seg, HeadOffset: uint64(off), End: uint64(end.End),
 		SealedMs: uint64(l.clock().UnixMilli())}
 	if l.ledger != nil {
 		s := l.ledger()
@@ -712,6 +745,7 @@ func (l *Log) checkpointLocked() (*SignedCheckpoint, error) {
 		err = l.ck.Sync(ckEnd)
 	}
 	if err != nil {
+		l.fail(err)
 		return nil, fmt.Errorf("receipt log: write checkpoint: %w", err)
 	}
 	l.mu.Lock()

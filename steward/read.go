@@ -122,3 +122,15 @@ func (l *Log) readSegment(ctx context.Context, seg segment, from, to uint64) ([]
 	}
 	return out, nil
 }
+
+// cut forgets the marks at or past next: a heal rolled the log back there
+// and those sequences will be taken by other records.
+func (x *readIndex) cut(next uint64) {
+	x.mu.Lock()
+	for seq := range x.mark {
+		if seq >= next {
+			delete(x.mark, seq)
+		}
+	}
+	x.mu.Unlock()
+}

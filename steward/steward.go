@@ -92,6 +92,16 @@ func New(key *Key, log *Log, opt Options) *Steward {
 	return s
 }
 
+// Storage returns nil while the steward's log takes writes, else why not
+// (wrapping ErrStorage), after trying to heal it: a serve asks before it
+// does any work that could not be sealed.
+func (s *Steward) Storage() error {
+	if s.log == nil {
+		return nil // a steward that builds but never seals
+	}
+	return s.log.Storage()
+}
+
 // Public returns the steward's public key: its identity, the COSE kid.
 func (s *Steward) Public() ed25519.PublicKey { return s.key.Public() }
 

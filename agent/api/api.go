@@ -298,6 +298,7 @@ func serveStatus(err error) (int, apiError) {
 		e.Code, e.Type = "grant_refused", "permission_error"
 		return http.StatusForbidden, e
 	case errors.Is(err, steward.ErrStorage):
+		// The engine is fine; the node cannot make a receipt durable.
 		e.Code, e.Type = "storage_unavailable", "server_error"
 		return http.StatusInsufficientStorage, e
 	case errors.Is(err, agent.ErrUnmetered):

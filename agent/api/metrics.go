@@ -114,10 +114,11 @@ var (
 	descLogGrowth   = prometheus.NewDesc("meshd_log_growth_bytes_per_second", "Bytes the receipt log grows by per second over the last hour (archived bytes count as written).", nil, nil)
 	descLogDays     = prometheus.NewDesc("meshd_log_days_left", "Days, at the growth rate, until the live log reaches its budget (without one: fills its filesystem); absent while the rate is unknown.", nil, nil)
 	descLogArchived = prometheus.NewDesc("meshd_log_archived_receipts", "Receipts whose segments left the live log (archived or removed once acknowledged).", []string{"how"}, nil)
+	descStorage     = prometheus.NewDesc("meshd_storage_ok", "1 while the receipt log and the grant ledger take writes, 0 while the storage refuses them (serves refused with storage_unavailable until it heals).", nil, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPower, descHealthy, descReads, descReadErrs, descStalls, descRestarts, descBudget, descReceipts, descLogBytes, descLogLimit, descLogGrowth, descLogDays, descLogArchived} {
+	for _, d := range []*prometheus.Desc{descPower, descHealthy, descReads, descReadErrs, descStalls, descRestarts, descBudget, descReceipts, descLogBytes, descLogLimit, descLogGrowth, descLogDays, descLogArchived, descStorage} {
 		ch <- d
 	}
 }
@@ -150,6 +151,11 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, float64(bal.RemainingUJ)/1e6, g.String())
 		}
 		ch <- prometheus.MustNewConstMetric(descReceipts, prometheus.GaugeValue, float64(n.Stores.Log.Durable()))
+		ok := 1.0
+		if n.Storage() != nil {
+			ok = 0
+		}
+		ch <- prometheus.MustNewConstMetric(descStorage, prometheus.GaugeValue, ok)
 	}
 	if b := n.Budget(); b != nil {
 		st := b.Stats()

@@ -226,12 +226,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, apiError{Message: "draining", Code: "draining"})
 		return
 	}
-	if err := s.node.Alive(); err != nil {
-		writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "not_ready"})
-		return
-	}
 	if err := s.node.Storage(); err != nil {
 		writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "storage_unavailable"})
+		return
+	}
+	if err := s.node.Alive(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, apiError{Message: err.Error(), Code: "not_ready"})
 		return
 	}
 	if s.opts.Ready != nil {

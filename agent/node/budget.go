@@ -113,10 +113,10 @@ func (n *Node) wakeBudget() {
 	}
 }
 
-// Storage is the one check that refuses serves for storage: nil, or an
-// error wrapping steward.ErrStorage naming the cause (the log at its disk
-// budget with nothing it may archive or remove). /readyz reports it.
-func (n *Node) Storage() error {
+// budgetAdmit is the disk budget's part of Storage: nil, or an error
+// wrapping steward.ErrStorage naming the cause (the log at its disk budget
+// with nothing it may archive or remove).
+func (n *Node) budgetAdmit() error {
 	if n.budget == nil {
 		return nil
 	}

@@ -729,13 +729,24 @@ func (n *Node) closeUnshared(ctx context.Context, from, to *Node) {
 	}
 }
 
-// Alive reports whether the node can still serve: the receipt log and the
-// ledger accept writes, and every meter's sampler is running. The
-// watchdog is fed only while it returns nil.
-func (n *Node) Alive() error {
-	if err := n.Stores.Ledger.Err(); err != nil {
-		return err
+// Storage is the one check that refuses serves for storage: whether the
+// receipt log and the grant ledger take writes, trying to heal each that
+// the storage refused (a full disk, an I/O error), and whether the log is
+// within its disk budget. The error names the cause and wraps
+// steward.ErrStorage. It is a readiness matter, not a liveness one: the
+// node heals by itself once writes succeed again (or segments can be
+// archived), which a restart would not hasten. /readyz reports it.
+func (n *Node) Storage() error {
+	if n.Stores == nil {
+		return n.budgetAdmit()
 	}
+	return errors.Join(n.Stores.Log.Storage(), n.Stores.Ledger.Storage(), n.budgetAdmit())
+}
+
+// Alive reports whether the node can still serve: every meter's sampler
+// is running. The watchdog is fed only while it returns nil. A storage
+// failure is not one (see Storage).
+func (n *Node) Alive() error {
 	for _, m := range n.Meters() {
 		if !m.Meter.Running() {
 			return fmt.Errorf("meter %q: sampler stopped", m.Config.Name)

@@ -78,6 +78,9 @@ type daemon struct {
 	unixPath string
 	ready    chan struct{} // closed once READY=1 is sent (tests wait on it)
 	addrs    []net.Addr
+	// storageDown is whether the storage refused writes at the watchdog's
+	// last check (only the watchdog's goroutine touches it).
+	storageDown bool
 }
 
 // serveHooks let tests see the daemon's listeners and run it with a fake
@@ -214,13 +217,31 @@ loop:
 	return runErr
 }
 
-// alive is what feeds the watchdog: the node's log, ledger and meters,
-// and no serve running past its deadline.
+// alive is what feeds the watchdog: the node's meters, and no serve
+// running past its deadline. A storage that refuses writes does not starve
+// it (the node heals by itself once writes succeed again, which a restart
+// would not hasten); each check retries the heal and says so in STATUS=.
 func (d *daemon) alive() error {
+	d.storageStatus(d.node.Storage())
 	if err := d.node.Alive(); err != nil {
 		return err
 	}
 	return d.api.Stuck(30 * time.Second)
+}
+
+// storageStatus tells the service manager and the log when the storage
+// starts or stops refusing writes.
+func (d *daemon) storageStatus(err error) {
+	was := d.storageDown
+	d.storageDown = err != nil
+	switch {
+	case err != nil && !was:
+		d.log.Error("storage refuses writes: serves are refused with storage_unavailable until writes succeed again", "err", err)
+		_ = d.notify.Status("storage unavailable: " + err.Error())
+	case err == nil && was:
+		d.log.Info("storage takes writes again; serving")
+		_ = d.notify.Status("serving")
+	}
 }
 
 func (d *daemon) listen(c config.Listen) ([]net.Listener, error) {

@@ -91,6 +91,10 @@ type Options struct {
 	ExpiryGrace time.Duration
 	// Clock is the time compaction judges expiry by; nil means time.Now.
 	Clock func() time.Time
+
+	// files, if set, wraps every file the ledger appends to and its
+	// storage probe: tests inject faults with it.
+	files func(framelog.File) framelog.File
 }
 
 // Charge is what one sealed receipt debited from a grant.
@@ -323,7 +327,7 @@ func (l *Ledger) load(f *os.File, charges []Charge) (*Recovery, error) {
 	}
 	rec.TornBytes = tail.Torn
 	rec.Anchor = l.anchor
-	l.w, err = format.Resume(f, tail, l.opt.NoSync)
+	l.w, err = format.Resume(l.wrap(f), tail, l.opt.NoSync)
 	if err != nil {
 		return nil, err
 	}
@@ -546,7 +550,7 @@ func (l *Ledger) append(body []byte) error {
 	return err
 }
 
-func (l *Ledger) enqueue(body []byte) (int64, error) {
+func (l *Ledger) enqueue(body []byte) (framelog.Mark, error) {
 	end, err := l.w.Enqueue(body)
 	if err == nil {
 		l.sinceSnap++
@@ -560,13 +564,10 @@ func (l *Ledger) usable() error {
 	switch {
 	case l.closed:
 		return ErrClosed
-	case l.failed != nil:
-		return l.failed
+	case l.failed == nil && l.w.Err() == nil:
+		return nil
 	}
-	if err := l.w.Err(); err != nil {
-		return fmt.Errorf("grant ledger: %w", err)
-	}
-	return nil
+	return l.healLocked()
 }
 
 // Hold reserves amountUJ of grant's budget and returns the hold number once
@@ -625,8 +626,10 @@ func (l *Ledger) HoldUntil(ctx context.Context, grant wire.ContentID, budgetUJ u
 			ErrExhausted, grant, rem, b.BudgetUJ, b.SpentUJ, b.HeldUJ, amountUJ)
 	}
 	id := l.nextHold
+	var accEnd framelog.Mark
 	if fresh {
-		if _, err := l.enqueue(accountRecord(grant, budgetUJ, exp)); err != nil {
+		var err error
+		if accEnd, err = l.enqueue(accountRecord(grant, budgetUJ, exp)); err != nil {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("grant ledger: %w", err)
 		}
@@ -657,6 +660,13 @@ func (l *Ledger) HoldUntil(ctx context.Context, grant wire.ContentID, budgetUJ u
 		if l.holds[id] == h && h.state == holdOpen {
 			l.release(h)
 			delete(l.holds, id)
+		}
+		// An account whose opening record the failure took with it must
+		// leave memory too, or the next hold on it would be written
+		// without one. Every other hold on it came later in the file and
+		// failed with it.
+		if fresh && l.accounts[grant] == acc && w.Sync(accEnd) != nil {
+			delete(l.accounts, grant)
 		}
 		l.mu.Unlock()
 		return 0, fmt.Errorf("grant ledger: %w", err)

@@ -187,7 +187,7 @@ func (l *Ledger) compactLocked(anchor func() (Anchor, error)) (err error) {
 	// happens. The old writer's unwritten settlements go to the old,
 	// unlinked file; the snapshot already has them.
 	old := l.w
-	l.w, l.lock = framelog.NewWriter(tmp, size, l.opt.NoSync), lock
+	l.w, l.lock = framelog.NewWriter(l.wrap(tmp), size, l.opt.NoSync), lock
 	old.Close()
 	l.oldSyncs += old.Syncs()
 	for _, g := range drop {
@@ -199,7 +199,7 @@ func (l *Ledger) compactLocked(anchor func() (Anchor, error)) (err error) {
 		if err := framelog.SyncDir(dir); err != nil {
 			// Which file a crash would leave is unknown; take no holds on
 			// either until reopened.
-			l.failed = fmt.Errorf("grant ledger: compact: reopen to recover: %w", err)
+			l.failed = fmt.Errorf("grant ledger: %w: compact: sync directory: %w", ErrStorage, err)
 			return l.failed
 		}
 	}

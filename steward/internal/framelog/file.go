@@ -79,40 +79,40 @@ func (fm Format) OpenAppend(ctx context.Context, path string, noSync bool, visit
 }
 
 // Resume cuts f at tail.End (writing the magic if the file is empty) and
-// returns a Writer appending there. f is closed on error.
-func (fm Format) Resume(f *os.File, tail Tail, noSync bool) (*Writer, error) {
+// returns a Writer appending there. f is closed on error; an error of the
+// storage under it wraps ErrStorage.
+func (fm Format) Resume(f File, tail Tail, noSync bool) (*Writer, error) {
 	end := tail.End
+	fail := func(what string, err error) (*Writer, error) {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s: %w", ErrStorage, what, err)
+	}
 	if tail.Torn > 0 || end == 0 {
 		if err := f.Truncate(end); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("cut torn tail: %w", err)
+			return fail("cut torn tail", err)
 		}
 		created := end == 0
 		if created {
 			if _, err := f.WriteAt([]byte(fm.Magic), 0); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("write magic: %w", err)
+				return fail("write magic", err)
 			}
 			end = int64(len(fm.Magic))
 		}
 		if !noSync {
 			if err := f.Sync(); err != nil {
-				f.Close()
-				return nil, err
+				return fail("sync", err)
 			}
 			if created {
 				// A new file's directory entry must be durable too, or a
 				// power cut can lose it with everything acknowledged in it.
 				if err := SyncDir(filepath.Dir(f.Name())); err != nil {
-					f.Close()
-					return nil, err
+					return fail("sync directory", err)
 				}
 			}
 		}
 	}
 	if _, err := f.Seek(end, io.SeekStart); err != nil {
-		f.Close()
-		return nil, err
+		return fail("seek", err)
 	}
 	return NewWriter(f, end, noSync), nil
 }
@@ -162,4 +162,30 @@ func WriteAtomic(path string, data []byte) error {
 	}
 	ok = true
 	return SyncDir(dir)
+}
+
+// Probe writes n bytes to a scratch file at path, fsyncs it (unless
+// noSync) and removes it: a store that the storage refused learns this way
+// that writes succeed again. wrap, if set, wraps the file (tests inject
+// faults with it).
+func Probe(path string, n int, noSync bool, wrap func(File) File) error {
+	of, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("storage probe: %w", err)
+	}
+	var f File = of
+	if wrap != nil {
+		f = wrap(of)
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	if _, err := f.Write(make([]byte, n)); err != nil {
+		return fmt.Errorf("storage probe: write %d bytes: %w", n, err)
+	}
+	if !noSync {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("storage probe: sync: %w", err)
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -87,8 +88,8 @@ func TestOpenAppendCutsAndResumes(t *testing.T) {
 		t.Fatalf("open: %+v, %v", tail, err)
 	}
 	end, err := w.Enqueue([]byte("next"))
-	if err != nil || end != int64(len(good))+HeaderSize+4 {
-		t.Fatalf("enqueue: %d, %v", end, err)
+	if err != nil || end.End != int64(len(good))+HeaderSize+4 {
+		t.Fatalf("enqueue: %d, %v", end.End, err)
 	}
 	if err := w.Sync(end); err != nil {
 		t.Fatal(err)
@@ -157,5 +158,71 @@ func TestHeaderCutAtSectorIsTorn(t *testing.T) {
 	b[512] = 1
 	if _, err := f.Scan(context.Background(), bytes.NewReader(b), func(uint64, int64, []byte) error { return nil }); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("scan of a damaged header = %v, want corruption", err)
+	}
+}
+
+// A failed write fails every frame not yet durable; Recover cuts them off
+// (ErrDiscarded from then on, even for a waiter that asks later), keeps
+// every durable one, and appends resume at the cut.
+func TestWriterRecover(t *testing.T) {
+	for _, f := range []Fault{{Err: syscall.ENOSPC}, {Err: syscall.ENOSPC, Short: 13}, {Err: syscall.EIO, Short: 1 << 20}} {
+		t.Run(fmt.Sprint(f), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f")
+			var x Faults
+			of, err := OpenFile(path, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := testFormat.Resume(x.Wrap(of), Tail{}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := w.Enqueue([]byte("durable"))
+			if err := w.Sync(a); err != nil {
+				t.Fatal(err)
+			}
+			writes, _ := x.Counts()
+			x.FailWrite(writes+1, f)
+			b, _ := w.Enqueue([]byte("refused one"))
+			c, _ := w.Enqueue([]byte("refused two"))
+			if err := w.Sync(b); !errors.Is(err, ErrStorage) || !errors.Is(err, f.Err) {
+				t.Fatalf("sync of the refused frame: %v", err)
+			}
+			if _, err := w.Enqueue([]byte("x")); !errors.Is(err, ErrStorage) {
+				t.Fatalf("enqueue on a failed writer: %v", err)
+			}
+			if cut, err := w.Recover(); !cut || err != nil {
+				t.Fatalf("recover: %v %v", cut, err)
+			}
+			if cut, err := w.Recover(); cut || err != nil {
+				t.Fatalf("second recover: %v %v", cut, err)
+			}
+			d, _ := w.Enqueue([]byte("after, longer than both refused frames together"))
+			if err := w.Sync(d); err != nil {
+				t.Fatal(err)
+			}
+			// The new frame ends past c's offset: only the epoch tells that
+			// c is not durable.
+			if d.End < c.End {
+				t.Fatalf("test frames too short: %d vs %d", d.End, c.End)
+			}
+			if err := w.Sync(c); !errors.Is(err, ErrDiscarded) {
+				t.Fatalf("late sync of a discarded frame: %v", err)
+			}
+			if err := w.Sync(a); err != nil {
+				t.Fatalf("late sync of a durable frame: %v", err)
+			}
+			w.Close()
+			var got []string
+			rf, _ := os.Open(path)
+			defer rf.Close()
+			tail, err := testFormat.Scan(context.Background(), rf, func(_ uint64, _ int64, body []byte) error {
+				got = append(got, string(body))
+				return nil
+			})
+			if err != nil || tail.Torn != 0 || fmt.Sprint(got) != "[durable after, longer than both refused frames together]" {
+				t.Fatalf("file holds %q, tail %+v, err %v", got, tail, err)
+			}
+		})
 	}
 }

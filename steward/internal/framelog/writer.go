@@ -3,7 +3,7 @@ package framelog
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"sync"
 	"time"
 )
@@ -11,13 +11,43 @@ import (
 // ErrClosed is returned by a Writer after Close.
 var ErrClosed = errors.New("closed")
 
+// ErrStorage is wrapped by every error a write, fsync or cut of a framed
+// file returned: the storage under the file refused (ENOSPC, EIO, a short
+// write). The store it belongs to refuses new work until Recover succeeds,
+// which needs nothing but the storage to accept writes again.
+var ErrStorage = errors.New("storage unavailable")
+
+// ErrDiscarded is returned by Sync for a frame that a failed write took
+// with it: Recover cut it off, and it was never durable.
+var ErrDiscarded = errors.New("frame discarded by a failed write")
+
+// File is what a Writer writes through: an *os.File, or in tests a layer
+// that fails chosen writes and fsyncs.
+type File interface {
+	io.Writer
+	io.WriterAt
+	Seek(offset int64, whence int) (int64, error)
+	Truncate(size int64) error
+	Sync() error
+	Close() error
+	Name() string
+}
+
+// Mark is where an enqueued frame ends, in the writer's epoch at the time:
+// Recover starts a new epoch, so that a frame it cut off is never mistaken
+// for a later frame ending at the same offset.
+type Mark struct {
+	End   int64
+	Epoch uint64
+}
+
 // Writer appends frames to one file with group commit: whoever needs a
 // frame durable and finds no flush running writes and fsyncs everything
 // queued so far, while later arrivals wait and are covered by the next
 // round. An uncontended caller therefore writes on its own goroutine, with
 // no hand-off to another.
 type Writer struct {
-	f      *os.File
+	f      File
 	noSync bool
 
 	mu   sync.Mutex
@@ -30,6 +60,11 @@ type Writer struct {
 	err                     error
 	syncs                   uint64
 	onSync                  func(time.Duration)
+	// epoch counts the recoveries; cuts[e] is the offset epoch e was cut
+	// back to, so a frame of an earlier epoch is durable iff it ends at or
+	// below its epoch's cut.
+	epoch uint64
+	cuts  []int64
 }
 
 // ObserveSyncs makes the writer report how long each fsync took, for a
@@ -42,23 +77,23 @@ func (w *Writer) ObserveSyncs(f func(time.Duration)) {
 
 // NewWriter appends to f, whose valid content ends at end (the file is
 // positioned and cut there by the caller).
-func NewWriter(f *os.File, end int64, noSync bool) *Writer {
+func NewWriter(f File, end int64, noSync bool) *Writer {
 	w := &Writer{f: f, noSync: noSync, queued: end, written: end, synced: end}
 	w.cond.L = &w.mu
 	return w
 }
 
-// Enqueue queues the frame of body and returns the offset at which it will
-// end. Frames are written in the order they are enqueued.
-func (w *Writer) Enqueue(body []byte) (int64, error) {
+// Enqueue queues the frame of body and returns where it will end. Frames
+// are written in the order they are enqueued.
+func (w *Writer) Enqueue(body []byte) (Mark, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
-		return 0, w.err
+		return Mark{}, w.err
 	}
 	w.pending = AppendFrame(w.pending, body)
 	w.queued += HeaderSize + int64(len(body))
-	return w.queued, nil
+	return Mark{End: w.queued, Epoch: w.epoch}, nil
 }
 
 // Size is the offset past the last enqueued frame.
@@ -68,18 +103,20 @@ func (w *Writer) Size() int64 {
 	return w.queued
 }
 
-// Sync returns once everything below end is durable.
-func (w *Writer) Sync(end int64) error {
+// Sync returns once the frame ending at m, and everything before it, is
+// durable; or the error that kept it from being so (ErrDiscarded once
+// Recover has cut it off).
+func (w *Writer) Sync(m Mark) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.flushTo(end, true)
+	return w.flushTo(m, true)
 }
 
 // SyncAll makes everything enqueued so far durable.
 func (w *Writer) SyncAll() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.flushTo(w.queued, true)
+	return w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, true)
 }
 
 // Write hands everything queued to the file without waiting for fsync,
@@ -91,12 +128,13 @@ func (w *Writer) Write() error {
 	if w.flushing || w.written == w.queued {
 		return w.err
 	}
-	return w.flushTo(w.queued, false)
+	return w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, false)
 }
 
 // flushTo is called with mu held; the write and fsync run unlocked.
-func (w *Writer) flushTo(end int64, durable bool) error {
-	if end > w.queued {
+func (w *Writer) flushTo(m Mark, durable bool) error {
+	end := m.End
+	if m.Epoch == w.epoch && end > w.queued {
 		end = w.queued // nothing beyond what was enqueued can ever be flushed
 	}
 	done := func() bool {
@@ -105,7 +143,18 @@ func (w *Writer) flushTo(end int64, durable bool) error {
 		}
 		return w.written >= end
 	}
-	for !done() && w.err == nil {
+	for {
+		if m.Epoch != w.epoch {
+			// A recovery ran since the frame was enqueued: it kept
+			// exactly the frames that were durable.
+			if m.Epoch < uint64(len(w.cuts)) && end <= w.cuts[m.Epoch] {
+				return nil
+			}
+			return fmt.Errorf("%w: %w", ErrStorage, ErrDiscarded)
+		}
+		if done() || w.err != nil {
+			break
+		}
 		if w.flushing {
 			w.cond.Wait()
 			continue
@@ -134,7 +183,7 @@ func (w *Writer) flushTo(end int64, durable bool) error {
 		w.flushing = false
 		w.spare = buf[:0]
 		if err != nil {
-			w.err = fmt.Errorf("write failed; reopen to recover: %w", err)
+			w.err = fmt.Errorf("%w: %w", ErrStorage, err)
 		} else {
 			w.written = target
 			if durable {
@@ -150,6 +199,56 @@ func (w *Writer) flushTo(end int64, durable bool) error {
 		return w.err
 	}
 	return nil
+}
+
+// Recover brings a failed writer back: it cuts the file back to the end of
+// the last durable frame (dropping whatever a failed or short write left
+// after it, so no torn frame stays mid-file once appends resume), makes the
+// cut durable, and starts a new epoch in which appends continue from there.
+// Every frame it drops was enqueued but never reported durable: its Sync
+// returns ErrDiscarded. It reports whether it cut: on a writer that has not
+// failed it does nothing (frames in flight there will become durable).
+// When the cut itself fails the writer stays failed and Recover may be
+// called again.
+func (w *Writer) Recover() (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.flushing {
+		w.cond.Wait()
+	}
+	switch {
+	case w.err == nil:
+		return false, nil
+	case w.err == ErrClosed:
+		return false, ErrClosed
+	}
+	if err := w.f.Truncate(w.synced); err != nil {
+		return false, fmt.Errorf("%w: cut back to the last durable frame at byte %d: %w", ErrStorage, w.synced, err)
+	}
+	if !w.noSync {
+		// The cut must be durable before anything follows it: a power cut
+		// would otherwise leave the old bytes past the new frames' end.
+		if err := w.f.Sync(); err != nil {
+			return false, fmt.Errorf("%w: sync the cut at byte %d: %w", ErrStorage, w.synced, err)
+		}
+	}
+	if _, err := w.f.Seek(w.synced, io.SeekStart); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	w.cuts = append(w.cuts, w.synced)
+	w.epoch++
+	w.queued, w.written = w.synced, w.synced
+	w.pending = w.pending[:0]
+	w.err = nil
+	w.cond.Broadcast()
+	return true, nil
+}
+
+// Synced is the offset below which everything is durable.
+func (w *Writer) Synced() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.synced
 }
 
 // Syncs counts the fsyncs made; with concurrent writers it is well below
@@ -177,7 +276,7 @@ func (w *Writer) Close() error {
 		w.mu.Unlock()
 		return nil
 	}
-	err := w.flushTo(w.queued, true)
+	err := w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, true)
 	for w.flushing {
 		w.cond.Wait()
 	}
