@@ -40,7 +40,7 @@ type Config struct {
 	// MaxTokens caps a serve's max_tokens below the context the child
 	// runs with (TokenCap); 0 leaves the context as the cap.
 	MaxTokens uint32
-	Threads     int
+	Threads   int
 	// Embedding runs the model as an embedding engine (--embedding): Embed
 	// works, and completions are not what it is for.
 	Embedding bool
