@@ -43,6 +43,8 @@ type table struct {
 	meters   map[string]Meter          // by backend name
 	meter    Meter                     // for backends not in meters; nil: Estimator
 	grants   Authoriser                // nil refuses any grant
+	// maxCeilingUJ is the largest joule_ceiling_uj served; 0 is no cap.
+	maxCeilingUJ uint64
 }
 
 // meterFor is the meter that wraps backend b's engine calls, nil for none.
@@ -105,6 +107,8 @@ type Config struct {
 	// BoardRoot is the file-system root the machine state sealed at a
 	// run's open and close is read under (board.ReadState); "" is "/".
 	BoardRoot string
+	// MaxCeilingUJ is Routes.MaxCeilingUJ.
+	MaxCeilingUJ uint64
 }
 
 // Routes is what Reconfigure replaces: the backends, their meters and the
@@ -118,6 +122,9 @@ type Routes struct {
 	Meter  Meter
 	Meters map[string]Meter
 	Grants Authoriser
+	// MaxCeilingUJ refuses, before any work, a serve whose
+	// joule_ceiling_uj is larger (LimitError); 0 is no cap.
+	MaxCeilingUJ uint64
 }
 
 // ErrUnmetered is wrapped when a serve is refused because the meter is not
@@ -148,7 +155,8 @@ func New(cfg Config) (*Agent, error) {
 		a.observe = func(Event) {}
 	}
 	a.runs.init(cfg.RunTimeout)
-	if err := a.Reconfigure(Routes{Backends: cfg.Backends, Pinned: cfg.Pinned, Meter: cfg.Meter, Meters: cfg.Meters, Grants: cfg.Grants}); err != nil {
+	if err := a.Reconfigure(Routes{Backends: cfg.Backends, Pinned: cfg.Pinned, Meter: cfg.Meter, Meters: cfg.Meters, Grants: cfg.Grants,
+		MaxCeilingUJ: cfg.MaxCeilingUJ}); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -186,7 +194,7 @@ func (a *Agent) Reconfigure(r Routes) error {
 		return fmt.Errorf("agent: the grant authoriser is for steward %x, this agent seals as %s",
 			[]byte(r.Grants.Steward()), hex.EncodeToString(a.steward.Public()))
 	}
-	a.table.Store(&table{backends: r.Backends, pinned: pinned, meters: r.Meters, meter: r.Meter, grants: r.Grants})
+	a.table.Store(&table{backends: r.Backends, pinned: pinned, meters: r.Meters, meter: r.Meter, grants: r.Grants, maxCeilingUJ: r.MaxCeilingUJ})
 	return nil
 }
 
@@ -334,6 +342,26 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}()
 	}
 	t := a.table.Load()
+	candidates := t.backends
+	if opts.Backend != "" {
+		b, ok := t.pinned[opts.Backend]
+		for _, rb := range t.backends {
+			if rb.Name() == opts.Backend {
+				b, ok = rb, true
+			}
+		}
+		if !ok {
+			ev.Reason = "bad_request"
+			return nil, fmt.Errorf("serve %s: %w: %q", id, ErrNoBackend, opts.Backend)
+		}
+		candidates = []engine.Backend{b}
+	}
+	// Bounded work: a request over a cap is refused here, before the
+	// grant's hold, routing or any engine work.
+	if candidates, err = admitLimits(req, candidates, t.maxCeilingUJ); err != nil {
+		ev.Reason = "bad_request"
+		return nil, fmt.Errorf("serve %s: %w", id, err)
+	}
 	var hold *grant.Hold
 	switch {
 	case opts.Grant == nil && a.mustHave:
@@ -354,20 +382,6 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 				}
 			}
 		}()
-	}
-	candidates := t.backends
-	if opts.Backend != "" {
-		b, ok := t.pinned[opts.Backend]
-		for _, rb := range t.backends {
-			if rb.Name() == opts.Backend {
-				b, ok = rb, true
-			}
-		}
-		if !ok {
-			ev.Reason = "bad_request"
-			return nil, fmt.Errorf("serve %s: %w: %q", id, ErrNoBackend, opts.Backend)
-		}
-		candidates = []engine.Backend{b}
 	}
 	dec, err := route(req, candidates, func(b engine.Backend) (uint64, string) { return a.costs.cost(b.Name(), b.UJPerToken()) })
 	if err != nil {

@@ -90,7 +90,7 @@ func New(n *node.Node, opts Options) *Server {
 		opts.Defaults.MaxTokens = 16
 	}
 	if opts.Defaults.JouleCeilingUJ == 0 {
-		opts.Defaults.JouleCeilingUJ = 1 << 40
+		opts.Defaults.JouleCeilingUJ = 1_000_000_000 // config.DefaultJouleCeilingUJ
 	}
 	s := &Server{node: n, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
 		slots: make(chan struct{}, opts.MaxInFlight), started: newStartSet(), done: make(chan struct{})}
@@ -272,6 +272,9 @@ func serveStatus(err error) (int, apiError) {
 	var se *agent.ServeError
 	if errors.As(err, &se) {
 		e.Route = se.Decision.Justification
+	}
+	if le := (*agent.LimitError)(nil); errors.As(err, &le) {
+		return limitStatus(le, e)
 	}
 	switch {
 	case errors.Is(err, wire.ErrBadRequest), errors.Is(err, agent.ErrNoBackend):

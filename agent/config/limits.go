@@ -13,9 +13,10 @@ type Limits struct {
 }
 
 // DefaultMaxJouleCeilingUJ is the ceiling cap when [limits] names none:
-// 100 kJ, a hundred default ceilings, about a 300 W board busy for the
-// whole default serve_timeout.
-const DefaultMaxJouleCeilingUJ = 100_000_000_000
+// 1 MJ, a thousand default ceilings, more than a 3 kW machine draws in
+// the default serve_timeout of 5 minutes: no serve can honestly need a
+// larger ceiling, and 2^64-1 is no longer a ceiling at all.
+const DefaultMaxJouleCeilingUJ = 1_000_000_000_000
 
 // MaxBackendTokens is the largest [[backend]] max_tokens: the llama.cpp
 // family reads n_predict as a signed 32-bit int.
