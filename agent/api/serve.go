@@ -78,7 +78,10 @@ func (s *Server) request(w http.ResponseWriter, f meshFields, prompt []byte, max
 func (s *Server) run(ctx context.Context, req wire.ServeRequest, prompt []byte, opts agent.Options) (*agent.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ServeTimeout)
 	defer cancel()
-	return s.node.Agent.ServeWith(ctx, req, prompt, opts)
+	ctx, stop := s.cutContext(ctx)
+	defer stop()
+	resp, err := s.node.Agent.ServeWith(ctx, req, prompt, opts)
+	return resp, cutErr(ctx, err)
 }
 
 type serveBody struct {
