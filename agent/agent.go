@@ -294,6 +294,18 @@ type Event struct {
 	Degraded bool
 	// Tokens in, out and accepted of a sealed serve.
 	TokensIn, TokensOut, TokensAccepted uint32
+	// Phases is where a sealed serve's time went, on the wall clock.
+	Phases Phases
+}
+
+// Phases is a sealed serve's time by phase (wall clock, whatever the
+// agent's Clock), for the daemon-cost benchmark and metrics: the checks
+// before any work, the grant's verification and hold, routing, the engine
+// call (its slot, the meter window, the hop to the engine and the
+// engine's own time), sealing (signing, the append and its fsync), and
+// settling the hold.
+type Phases struct {
+	Admit, Grant, Route, Engine, Seal, Settle time.Duration
 }
 
 // ServeWith is Serve with options. Phase 1 verifies a grant, if any, and
@@ -306,6 +318,11 @@ type Event struct {
 // claims tokens its caller never received.
 func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts Options) (resp *Response, err error) {
 	ev := Event{}
+	mark := time.Now()
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d, mark = now.Sub(mark), now
+	}
 	defer func() {
 		if err != nil && resp == nil {
 			ev.Err = err
@@ -362,6 +379,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		ev.Reason = "bad_request"
 		return nil, fmt.Errorf("serve %s: %w", id, err)
 	}
+	lap(&ev.Phases.Admit)
 	var hold *grant.Hold
 	switch {
 	case opts.Grant == nil && a.mustHave:
@@ -383,6 +401,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 			}
 		}()
 	}
+	lap(&ev.Phases.Grant)
 	dec, err := route(req, candidates, func(b engine.Backend) (uint64, string) { return a.costs.cost(b.Name(), b.UJPerToken()) })
 	if err != nil {
 		ev.Reason = "no_route"
@@ -391,6 +410,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
+	lap(&ev.Phases.Route)
 	var (
 		b          engine.Backend
 		meter      Meter
@@ -432,6 +452,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		a.log.Warn("backend failed; falling back to the next cheapest admissible", "failed", b.Name(),
 			"next", dec.Candidates[dec.Chosen].Backend, "err", err)
 	}
+	lap(&ev.Phases.Engine)
 	if err := ctx.Err(); err != nil {
 		// The engine finished but the caller is gone: it will never read
 		// these tokens, so no receipt may claim them.
@@ -478,6 +499,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		ev.Reason = "seal"
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
+	lap(&ev.Phases.Seal)
 	ev.Sealed = sealed
 	ev.TokensIn, ev.TokensOut, ev.TokensAccepted = res.Outcome.TokensIn, res.Outcome.TokensOut, res.Outcome.TokensAccepted
 	e, eerr := sealed.Receipt.Energy()
@@ -492,6 +514,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		if err := hold.Settle(*sealed.Receipt.GrantDebitUJ); err != nil {
 			return resp, fmt.Errorf("serve %s: sealed, but settling grant hold %d: %w", id, hold.ID, err)
 		}
+		lap(&ev.Phases.Settle)
 	}
 	return resp, nil
 }

@@ -42,3 +42,15 @@ func readContext(ctx context.Context, client *http.Client, base string) int {
 	}
 	return max(p.NCtx, 0)
 }
+
+// URL is the running child's HTTP base (http://127.0.0.1:port), "" while
+// none is healthy: for benchmarks that call the child directly, beside
+// the engine.
+func (e *Engine) URL() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cur == nil {
+		return ""
+	}
+	return e.cur.base
+}
