@@ -43,6 +43,8 @@ type table struct {
 	meters   map[string]Meter          // by backend name
 	meter    Meter                     // for backends not in meters; nil: Estimator
 	grants   Authoriser                // nil refuses any grant
+	// maxCeilingUJ is the largest joule_ceiling_uj served; 0 is no cap.
+	maxCeilingUJ uint64
 }
 
 // meterFor is the meter that wraps backend b's engine calls, nil for none.
@@ -105,6 +107,8 @@ type Config struct {
 	// BoardRoot is the file-system root the machine state sealed at a
 	// run's open and close is read under (board.ReadState); "" is "/".
 	BoardRoot string
+	// MaxCeilingUJ is Routes.MaxCeilingUJ.
+	MaxCeilingUJ uint64
 }
 
 // Routes is what Reconfigure replaces: the backends, their meters and the
@@ -118,6 +122,9 @@ type Routes struct {
 	Meter  Meter
 	Meters map[string]Meter
 	Grants Authoriser
+	// MaxCeilingUJ refuses, before any work, a serve whose
+	// joule_ceiling_uj is larger (LimitError); 0 is no cap.
+	MaxCeilingUJ uint64
 }
 
 // ErrUnmetered is wrapped when a serve is refused because the meter is not
@@ -148,7 +155,8 @@ func New(cfg Config) (*Agent, error) {
 		a.observe = func(Event) {}
 	}
 	a.runs.init(cfg.RunTimeout)
-	if err := a.Reconfigure(Routes{Backends: cfg.Backends, Pinned: cfg.Pinned, Meter: cfg.Meter, Meters: cfg.Meters, Grants: cfg.Grants}); err != nil {
+	if err := a.Reconfigure(Routes{Backends: cfg.Backends, Pinned: cfg.Pinned, Meter: cfg.Meter, Meters: cfg.Meters, Grants: cfg.Grants,
+		MaxCeilingUJ: cfg.MaxCeilingUJ}); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -186,7 +194,7 @@ func (a *Agent) Reconfigure(r Routes) error {
 		return fmt.Errorf("agent: the grant authoriser is for steward %x, this agent seals as %s",
 			[]byte(r.Grants.Steward()), hex.EncodeToString(a.steward.Public()))
 	}
-	a.table.Store(&table{backends: r.Backends, pinned: pinned, meters: r.Meters, meter: r.Meter, grants: r.Grants})
+	a.table.Store(&table{backends: r.Backends, pinned: pinned, meters: r.Meters, meter: r.Meter, grants: r.Grants, maxCeilingUJ: r.MaxCeilingUJ})
 	return nil
 }
 
@@ -286,6 +294,18 @@ type Event struct {
 	Degraded bool
 	// Tokens in, out and accepted of a sealed serve.
 	TokensIn, TokensOut, TokensAccepted uint32
+	// Phases is where a sealed serve's time went, on the wall clock.
+	Phases Phases
+}
+
+// Phases is a sealed serve's time by phase (wall clock, whatever the
+// agent's Clock), for the daemon-cost benchmark and metrics: the checks
+// before any work, the grant's verification and hold, routing, the engine
+// call (its slot, the meter window, the hop to the engine and the
+// engine's own time), sealing (signing, the append and its fsync), and
+// settling the hold.
+type Phases struct {
+	Admit, Grant, Route, Engine, Seal, Settle time.Duration
 }
 
 // ServeWith is Serve with options. Phase 1 verifies a grant, if any, and
@@ -298,6 +318,11 @@ type Event struct {
 // claims tokens its caller never received.
 func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts Options) (resp *Response, err error) {
 	ev := Event{}
+	mark := time.Now()
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d, mark = now.Sub(mark), now
+	}
 	defer func() {
 		if err != nil && resp == nil {
 			ev.Err = err
@@ -343,6 +368,27 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}()
 	}
 	t := a.table.Load()
+	candidates := t.backends
+	if opts.Backend != "" {
+		b, ok := t.pinned[opts.Backend]
+		for _, rb := range t.backends {
+			if rb.Name() == opts.Backend {
+				b, ok = rb, true
+			}
+		}
+		if !ok {
+			ev.Reason = "bad_request"
+			return nil, fmt.Errorf("serve %s: %w: %q", id, ErrNoBackend, opts.Backend)
+		}
+		candidates = []engine.Backend{b}
+	}
+	// Bounded work: a request over a cap is refused here, before the
+	// grant's hold, routing or any engine work.
+	if candidates, err = admitLimits(req, candidates, t.maxCeilingUJ); err != nil {
+		ev.Reason = "bad_request"
+		return nil, fmt.Errorf("serve %s: %w", id, err)
+	}
+	lap(&ev.Phases.Admit)
 	var hold *grant.Hold
 	switch {
 	case opts.Grant == nil && a.mustHave:
@@ -367,20 +413,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 			}
 		}()
 	}
-	candidates := t.backends
-	if opts.Backend != "" {
-		b, ok := t.pinned[opts.Backend]
-		for _, rb := range t.backends {
-			if rb.Name() == opts.Backend {
-				b, ok = rb, true
-			}
-		}
-		if !ok {
-			ev.Reason = "bad_request"
-			return nil, fmt.Errorf("serve %s: %w: %q", id, ErrNoBackend, opts.Backend)
-		}
-		candidates = []engine.Backend{b}
-	}
+	lap(&ev.Phases.Grant)
 	dec, err := route(req, candidates, func(b engine.Backend) (uint64, string) { return a.costs.cost(b.Name(), b.UJPerToken()) })
 	if err != nil {
 		ev.Reason = "no_route"
@@ -389,6 +422,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
+	lap(&ev.Phases.Route)
 	var (
 		b          engine.Backend
 		meter      Meter
@@ -430,6 +464,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		a.log.Warn("backend failed; falling back to the next cheapest admissible", "failed", b.Name(),
 			"next", dec.Candidates[dec.Chosen].Backend, "err", err)
 	}
+	lap(&ev.Phases.Engine)
 	if err := ctx.Err(); err != nil {
 		// The engine finished but the caller is gone: it will never read
 		// these tokens, so no receipt may claim them.
@@ -479,6 +514,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}
 		return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s: %w", id, err)}
 	}
+	lap(&ev.Phases.Seal)
 	ev.Sealed = sealed
 	ev.TokensIn, ev.TokensOut, ev.TokensAccepted = res.Outcome.TokensIn, res.Outcome.TokensOut, res.Outcome.TokensAccepted
 	e, eerr := sealed.Receipt.Energy()
@@ -493,6 +529,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		if err := hold.Settle(*sealed.Receipt.GrantDebitUJ); err != nil {
 			return resp, fmt.Errorf("serve %s: sealed, but settling grant hold %d: %w", id, hold.ID, err)
 		}
+		lap(&ev.Phases.Settle)
 	}
 	return resp, nil
 }

@@ -102,3 +102,21 @@ type OptionBackend interface {
 // ErrNoChat is wrapped when a chat serve reaches a backend whose engine has
 // no chat template to render it with.
 var ErrNoChat = errors.New("backend cannot render chat messages")
+
+// MaxEngineTokens is the largest max_tokens any engine is handed: the
+// llama.cpp family reads n_predict as a signed 32-bit int, so a larger
+// value would wrap to a negative one. It is refused, never wrapped.
+const MaxEngineTokens = 1<<31 - 1
+
+// TokenCapped is a Backend with a bound on a serve's max_tokens: a local
+// engine's context length, or what its configuration allows. The agent
+// refuses a serve asking for more before any work is done (PROFILE §16).
+type TokenCapped interface {
+	// TokenCap is the largest max_tokens the backend serves, at most
+	// MaxEngineTokens; 0 means it states no bound of its own.
+	TokenCap() uint32
+}
+
+// ErrTooManyTokens is wrapped when a serve's max_tokens exceeds what the
+// engine can be handed.
+var ErrTooManyTokens = errors.New("max_tokens over the engine's cap")

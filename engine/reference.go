@@ -23,7 +23,16 @@ type ReferenceConfig struct {
 	// Work is the number of BLAKE3 compressions per token: the knob that
 	// makes a "bigger" reference model burn proportionally more energy.
 	Work int
+	// MaxTokens caps a serve's max_tokens; 0 is
+	// DefaultReferenceMaxTokens. The reference engine has no context to
+	// run out of, so the cap is what bounds its work.
+	MaxTokens uint32
 }
+
+// DefaultReferenceMaxTokens is a reference backend's max_tokens cap when
+// its configuration names none: 4096, a common context length, so that
+// a reference node refuses what a small GGUF node would.
+const DefaultReferenceMaxTokens = 4096
 
 // Reference is the deterministic, weights-free engine of §5. Each token is
 // the result of Work chained BLAKE3 hashes of a state seeded by the prompt,
@@ -44,6 +53,11 @@ func NewReference(cfg ReferenceConfig) (*Reference, error) {
 		return nil, fmt.Errorf("reference engine %s: uj_per_token must be positive", cfg.Name)
 	case cfg.Work <= 0:
 		return nil, fmt.Errorf("reference engine %s: work must be positive", cfg.Name)
+	case cfg.MaxTokens > MaxEngineTokens:
+		return nil, fmt.Errorf("reference engine %s: max_tokens %d over %d", cfg.Name, cfg.MaxTokens, MaxEngineTokens)
+	}
+	if cfg.MaxTokens == 0 {
+		cfg.MaxTokens = DefaultReferenceMaxTokens
 	}
 	return &Reference{cfg: cfg}, nil
 }
@@ -59,6 +73,9 @@ func (r *Reference) Fidelity() wire.Fidelity { return r.cfg.Fidelity }
 
 // UJPerToken implements Backend.
 func (r *Reference) UJPerToken() uint64 { return r.cfg.UJPerToken }
+
+// TokenCap implements TokenCapped.
+func (r *Reference) TokenCap() uint32 { return r.cfg.MaxTokens }
 
 // referenceWords is the reference engine's output vocabulary.
 var referenceWords = [16]string{"mesh", "joule", "token", "meter", "shunt", "route", "seal", "chain",
@@ -85,6 +102,9 @@ var _ OptionBackend = (*Reference)(nil)
 func (r *Reference) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts Options) (Result, error) {
 	if err := req.Validate(); err != nil {
 		return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, err)
+	}
+	if req.MaxTokens > r.cfg.MaxTokens {
+		return Result{}, fmt.Errorf("reference engine %s: %w: %w: %d > %d", r.cfg.Name, wire.ErrBadRequest, ErrTooManyTokens, req.MaxTokens, r.cfg.MaxTokens)
 	}
 	text := prompt
 	if opts.Chat {

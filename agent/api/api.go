@@ -73,6 +73,7 @@ type Server struct {
 	events   events
 	done     chan struct{} // closed by Drain: live streams end
 	drainOne sync.Once
+	cut      cutter // Cut: the serves in flight at the drain deadline
 }
 
 // New returns the server for n.
@@ -90,10 +91,10 @@ func New(n *node.Node, opts Options) *Server {
 		opts.Defaults.MaxTokens = 16
 	}
 	if opts.Defaults.JouleCeilingUJ == 0 {
-		opts.Defaults.JouleCeilingUJ = 1 << 40
+		opts.Defaults.JouleCeilingUJ = 1_000_000_000 // config.DefaultJouleCeilingUJ
 	}
 	s := &Server{node: n, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
-		slots: make(chan struct{}, opts.MaxInFlight), started: newStartSet(), done: make(chan struct{})}
+		slots: make(chan struct{}, opts.MaxInFlight), started: newStartSet(), done: make(chan struct{}), cut: newCutter()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -272,6 +273,12 @@ func serveStatus(err error) (int, apiError) {
 	var se *agent.ServeError
 	if errors.As(err, &se) {
 		e.Route = se.Decision.Justification
+	}
+	if status, de, ok := drainStatus(err, e); ok {
+		return status, de
+	}
+	if le := (*agent.LimitError)(nil); errors.As(err, &le) {
+		return limitStatus(le, e)
 	}
 	switch {
 	case errors.Is(err, wire.ErrBadRequest), errors.Is(err, agent.ErrNoBackend):

@@ -78,7 +78,10 @@ func (s *Server) request(w http.ResponseWriter, f meshFields, prompt []byte, max
 func (s *Server) run(ctx context.Context, req wire.ServeRequest, prompt []byte, opts agent.Options) (*agent.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ServeTimeout)
 	defer cancel()
-	return s.node.Agent.ServeWith(ctx, req, prompt, opts)
+	ctx, stop := s.cutContext(ctx)
+	defer stop()
+	resp, err := s.node.Agent.ServeWith(ctx, req, prompt, opts)
+	return resp, cutErr(ctx, err)
 }
 
 type serveBody struct {
@@ -181,7 +184,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.openAI(w, r, req, []byte(prompt), env, b.Run, false, b.Stream)
+	s.openAI(w, r, req, []byte(prompt), env, b.Run, false, b.Stream, "max_tokens")
 }
 
 // chat is POST /v1/chat/completions in OpenAI's shape. The messages are
@@ -215,15 +218,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		badField(w, "messages", err.Error())
 		return
 	}
-	mt := b.MaxTokens
+	mt, mtParam := b.MaxTokens, "max_tokens"
 	if b.MaxCompletionTokens != nil {
-		mt = b.MaxCompletionTokens
+		mt, mtParam = b.MaxCompletionTokens, "max_completion_tokens"
 	}
 	req, env, ok := s.request(w, b.meshFields, prompt, mt)
 	if !ok {
 		return
 	}
-	s.openAI(w, r, req, prompt, env, b.Run, true, b.Stream)
+	s.openAI(w, r, req, prompt, env, b.Run, true, b.Stream, mtParam)
 }
 
 func promptText(raw json.RawMessage) (string, error) {
@@ -284,8 +287,9 @@ func parseMessage(raw json.RawMessage) (chatMessage, error) {
 }
 
 // openAI runs a completions or chat serve and answers in OpenAI's shape,
-// streamed or whole.
-func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRequest, prompt, env []byte, run *uint64, chat, stream bool) {
+// streamed or whole. mtParam is the body's name for max_tokens, which a
+// refusal over the cap names.
+func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRequest, prompt, env []byte, run *uint64, chat, stream bool, mtParam string) {
 	done, ok := s.admit(w)
 	if !ok {
 		return
@@ -306,7 +310,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRe
 		resp, err := s.run(r.Context(), req, prompt, opts)
 		if resp == nil {
 			status, e := serveStatus(err)
-			writeError(w, status, e)
+			writeError(w, status, renameParam(e, mtParam))
 			return
 		}
 		rc := resp.Sealed.Receipt
@@ -358,7 +362,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRe
 	if resp == nil {
 		status, e := serveStatus(err)
 		if !sse.started {
-			writeError(w, status, e)
+			writeError(w, status, renameParam(e, mtParam))
 			return
 		}
 		// Output has begun: the error travels as an event, and no receipt

@@ -81,6 +81,7 @@ func (v *checker) run() {
 	v.grants()
 	v.metering()
 	v.requestDefaults()
+	v.limits()
 	v.log()
 	v.meters()
 	v.relations()
@@ -532,7 +533,7 @@ func (v *checker) backends() {
 		if !v.oneOf(p+"kind", b.Kind, kinds...) {
 			continue
 		}
-		allowed := map[string]bool{"name": true, "kind": true, "fidelity": true, "uj_per_token": true, "meters": true}
+		allowed := map[string]bool{"name": true, "kind": true, "fidelity": true, "uj_per_token": true, "meters": true, "max_tokens": true}
 		for _, f := range backendFields[b.Kind] {
 			allowed[f] = true
 		}

@@ -61,6 +61,7 @@ type Config struct {
 	Metering Metering  `toml:"metering"`
 	Log      Log       `toml:"log"`
 	Defaults Defaults  `toml:"defaults"`
+	Limits   Limits    `toml:"limits"`
 	Meters   []Meter   `toml:"meter"`   // [[meter]] tables
 	Backends []Backend `toml:"backend"` // [[backend]] tables
 	Corpora  []Corpus  `toml:"corpus"`  // [[corpus]] tables
@@ -319,6 +320,12 @@ type Backend struct {
 	URL     string   `toml:"url,omitempty"`
 	Steward string   `toml:"steward,omitempty"`
 	Timeout Duration `toml:"timeout,omitempty"`
+	// MaxTokens caps a serve's max_tokens on this backend (any kind),
+	// 1..2147483647. Default: for mesh-gguf and llama-server the context
+	// the engine runs with (as its /props states it), for reference 4096
+	// (engine.DefaultReferenceMaxTokens), for meshd the node's own caps.
+	// A serve asking for more is refused before any work (PROFILE §16).
+	MaxTokens int64 `toml:"max_tokens,omitempty"`
 }
 
 // ReceiptsDir is where sealed receipts are written: <state_dir>/receipts.

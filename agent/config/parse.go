@@ -361,6 +361,7 @@ func (v *checker) defaults() {
 	if !ix.has("defaults.max_tokens") {
 		c.Defaults.MaxTokens = 16
 	}
+	limitDefaults(ix, c)
 	for i := range c.Meters {
 		m := &c.Meters[i]
 		p := fmt.Sprintf("meter[%d].", i)

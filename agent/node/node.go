@@ -268,6 +268,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 		Pinned:       routes.Pinned,
 		Meters:       routes.Meters,
 		Grants:       routes.Grants,
+		MaxCeilingUJ: routes.MaxCeilingUJ,
 		RunTimeout:   time.Duration(cfg.Metering.RunTimeout),
 	})
 	if err != nil {
@@ -438,7 +439,7 @@ func (n *Node) build(ctx context.Context, cfg *config.Config, old *Node) (agent.
 	if cfg.Metering.Shared {
 		policy = shunt.Shared
 	}
-	routes := agent.Routes{Meters: map[string]agent.Meter{}}
+	routes := agent.Routes{Meters: map[string]agent.Meter{}, MaxCeilingUJ: cfg.Limits.MaxJouleCeilingUJ}
 	// spanFor is the one span over exactly these meters, shared by every
 	// backend and corpus that lists them.
 	spanFor := func(names []string) (*shunt.Span, agent.Meter, error) {
@@ -613,7 +614,8 @@ func (n *Node) openMeter(ctx context.Context, mc config.Meter, ready config.Dura
 func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, error) {
 	switch bc.Kind {
 	case "reference":
-		e, err := engine.NewReference(engine.ReferenceConfig{Name: bc.Name, Fidelity: wire.Fidelity(bc.Fidelity), UJPerToken: bc.UJPerToken, Work: bc.Work})
+		e, err := engine.NewReference(engine.ReferenceConfig{Name: bc.Name, Fidelity: wire.Fidelity(bc.Fidelity), UJPerToken: bc.UJPerToken, Work: bc.Work,
+			MaxTokens: uint32(bc.MaxTokens)})
 		if err != nil {
 			return nil, err
 		}
@@ -630,7 +632,7 @@ func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, e
 			Name: bc.Name, Runner: runner, Model: bc.Model, DraftModel: bc.DraftModel,
 			ContextSize: bc.Context, Threads: bc.Threads, ExtraArgs: bc.ExtraArgs,
 			Fidelity: wire.Fidelity(bc.Fidelity), UJPerToken: bc.UJPerToken,
-			Temperature: bc.Temperature, Seed: bc.Seed,
+			Temperature: bc.Temperature, Seed: bc.Seed, MaxTokens: uint32(bc.MaxTokens),
 			// Lifecycle lines (a crash, a restart) are warnings; the
 			// runner's own output is debug detail.
 			Logf: func(format string, args ...any) {
@@ -655,7 +657,7 @@ func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, e
 			return nil, fmt.Errorf("steward key: %w", err)
 		}
 		e, err := remote.New(remote.Config{Name: bc.Name, URL: bc.URL, Steward: key, Fidelity: wire.Fidelity(bc.Fidelity),
-			UJPerToken: bc.UJPerToken, Timeout: time.Duration(bc.Timeout)})
+			UJPerToken: bc.UJPerToken, Timeout: time.Duration(bc.Timeout), MaxTokens: uint32(bc.MaxTokens)})
 		if err != nil {
 			return nil, err
 		}

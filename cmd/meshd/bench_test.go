@@ -19,6 +19,12 @@ import (
 // benchDaemon runs `meshd serve` in process until the benchmark ends.
 func benchDaemon(b *testing.B, extra string) *daemon {
 	b.Helper()
+	return benchDaemonWith(b, extra, serveHooks{})
+}
+
+// benchDaemonWith is benchDaemon with hooks (the node's options).
+func benchDaemonWith(b *testing.B, extra string, hooks serveHooks) *daemon {
+	b.Helper()
 	dir := b.TempDir()
 	cfg := fmt.Sprintf("[steward]\nstate_dir = %q\n\n[listen]\ntcp = [\"127.0.0.1:0\"]\nserve_timeout = \"30s\"\nshutdown_timeout = \"5s\"\n\n[log]\nlevel = \"warn\"\n\n%s",
 		filepath.Join(dir, "state"), extra)
@@ -30,7 +36,7 @@ func benchDaemon(b *testing.B, extra string) *daemon {
 	started := make(chan *daemon, 1)
 	done := make(chan error, 1)
 	logs := &syncBuffer{}
-	hooks := serveHooks{getenv: func(string) string { return "" }, started: func(d *daemon) { started <- d }}
+	hooks.getenv, hooks.started = func(string) string { return "" }, func(d *daemon) { started <- d }
 	go func() { done <- runServeWith(ctx, []string{"-config", path}, logs, hooks) }()
 	var d *daemon
 	select {

@@ -298,15 +298,25 @@ func (d *daemon) reload(ctx context.Context) {
 	}
 }
 
-// shutdown stops accepting, lets in-flight serves finish or fail within
-// timeout (their contexts are cancelled at the deadline, so a serve cut
-// short seals nothing), then stops the engines and meters and makes the
-// log durable.
+// shutdown stops accepting and lets in-flight serves finish within
+// timeout, and no longer: near the deadline (drainPhases) the serves still
+// running are cut, each answering its client 503 shutting_down, sealing
+// nothing and releasing its grant hold; connections left after that are
+// closed. Then it stops the engines and meters and makes the log durable.
 func (d *daemon) shutdown(timeout time.Duration) error {
 	_ = d.notify.Stopping("draining in-flight serves")
 	d.api.Drain()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	start := time.Now()
+	cutAt, closeAt := drainPhases(timeout)
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(closeAt))
 	defer cancel()
+	cut := time.AfterFunc(cutAt, func() {
+		if n := d.api.InFlight(); n > 0 {
+			d.log.Warn("drain deadline near: cutting the serves in flight", "serves", n, "shutdown_timeout", timeout)
+		}
+		d.api.Cut()
+	})
+	defer cut.Stop()
 	var errs []error
 	var wg sync.WaitGroup
 	for _, hs := range d.servers {
@@ -314,18 +324,22 @@ func (d *daemon) shutdown(timeout time.Duration) error {
 		go func() {
 			defer wg.Done()
 			if err := hs.Shutdown(ctx); err != nil {
-				// Past the drain deadline: cut the remaining connections,
-				// which cancels their serves.
+				// The cut serves have not all answered: cut their
+				// connections too.
 				hs.Close()
-				d.log.Warn("drain deadline passed; in-flight serves cancelled", "err", err)
+				d.log.Warn("drain deadline passed; connections closed", "err", err)
 			}
 		}()
 	}
 	wg.Wait()
-	// Handlers cut off by Close still finish their unwinding (releasing
-	// grant holds, sealing nothing); the log stays open until they have.
-	for t := time.Now(); d.api.InFlight() > 0 && time.Since(t) < 10*time.Second; {
-		time.Sleep(10 * time.Millisecond)
+	// Handlers cut off still finish their unwinding (releasing grant
+	// holds, sealing nothing); the log stays open until they have, or
+	// until the drain's deadline.
+	for end := start.Add(timeout); d.api.InFlight() > 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := d.api.InFlight(); n > 0 {
+		d.log.Error("drain deadline passed with serves still unwinding; closing anyway", "serves", n)
 	}
 	if d.unixPath != "" {
 		os.Remove(d.unixPath)
@@ -337,4 +351,16 @@ func (d *daemon) shutdown(timeout time.Duration) error {
 		d.log.Info("stopped cleanly: log synced, engines stopped")
 	}
 	return errors.Join(errs...)
+}
+
+// drainPhases splits a drain of timeout: serves may finish on their own
+// until cutAt, are cut then (answering 503), and connections still open at
+// closeAt are closed; the rest, to timeout, is for cut handlers to unwind.
+// The margin is a tenth of the timeout, between 250 ms and 2 s (and at
+// most half the timeout): a cut serve's engine stops at its next token,
+// which on a small board may take a tenth of a second, and its answer is
+// one write.
+func drainPhases(timeout time.Duration) (cutAt, closeAt time.Duration) {
+	margin := min(max(timeout/10, 250*time.Millisecond), 2*time.Second, timeout/2)
+	return timeout - margin, timeout - margin/2
 }

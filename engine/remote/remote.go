@@ -41,6 +41,9 @@ type Config struct {
 	UJPerToken uint64
 	// Timeout bounds one forwarded serve (default 5 minutes).
 	Timeout time.Duration
+	// MaxTokens caps a forwarded serve's max_tokens (TokenCap); 0 leaves
+	// the bound to the node, which refuses what its own caps do not allow.
+	MaxTokens uint32
 	// Backoff is how long a node that failed is passed over (default 10 s;
 	// it doubles with each consecutive failure up to 5 minutes).
 	Backoff time.Duration
@@ -99,6 +102,15 @@ func (b *Backend) Fidelity() wire.Fidelity { return b.cfg.Fidelity }
 
 // UJPerToken implements engine.Backend.
 func (b *Backend) UJPerToken() uint64 { return b.cfg.UJPerToken }
+
+// TokenCap implements engine.TokenCapped: the configured cap, never over
+// engine.MaxEngineTokens (a node behind this one runs an engine too).
+func (b *Backend) TokenCap() uint32 {
+	if m := b.cfg.MaxTokens; m > 0 && m < engine.MaxEngineTokens {
+		return m
+	}
+	return engine.MaxEngineTokens
+}
 
 // Health implements engine.HealthReporter: an error while the node is
 // passed over after a failure.

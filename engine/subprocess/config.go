@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"meshd/engine"
 	"meshd/engine/recipe"
 	"meshd/wire"
 )
@@ -36,7 +37,10 @@ type Config struct {
 	Adapters []recipe.FileAdapter
 	// ContextSize (-c) and Threads (-t); 0 leaves the runner's default.
 	ContextSize int
-	Threads     int
+	// MaxTokens caps a serve's max_tokens below the context the child
+	// runs with (TokenCap); 0 leaves the context as the cap.
+	MaxTokens uint32
+	Threads   int
 	// Embedding runs the model as an embedding engine (--embedding): Embed
 	// works, and completions are not what it is for.
 	Embedding bool
@@ -124,6 +128,9 @@ func (c Config) validate() error {
 	}
 	if c.DraftMax < 0 || c.ContextSize < 0 || c.Threads < 0 {
 		errs = append(errs, errors.New("draft_max, context_size and threads must not be negative"))
+	}
+	if c.MaxTokens > engine.MaxEngineTokens {
+		errs = append(errs, fmt.Errorf("max_tokens %d is over %d, the largest n_predict the runner reads", c.MaxTokens, engine.MaxEngineTokens))
 	}
 	if c.DraftMax > 0 && c.DraftModel == "" {
 		errs = append(errs, errors.New("draft_max is set but no draft model is"))

@@ -51,6 +51,10 @@ func TestEndToEndMeshGGUF(t *testing.T) {
 	e := startEngine(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// The runner states its context in /props: the max_tokens cap.
+	if e.nCtx != 256 || e.TokenCap() != 256 {
+		t.Fatalf("context from /props %d, cap %d; want 256", e.nCtx, e.TokenCap())
+	}
 	if want := "gguf:" + mustCID(t, model); e.Recipe() != want {
 		t.Fatalf("recipe = %q, want %q", e.Recipe(), want)
 	}

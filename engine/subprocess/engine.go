@@ -67,6 +67,7 @@ type Engine struct {
 	up       chan struct{} // closed when cur is next set
 	lastErr  error
 	recipe   string
+	nCtx     int // the last healthy child's context (TokenCap)
 	restarts int
 	life     context.Context
 	cancel   context.CancelFunc
@@ -75,7 +76,30 @@ type Engine struct {
 var (
 	_ engine.Slotted       = (*Engine)(nil)
 	_ engine.OptionBackend = (*Engine)(nil)
+	_ engine.TokenCapped   = (*Engine)(nil)
 )
+
+// TokenCap implements engine.TokenCapped: the context the child runs
+// with (as its /props states it, else the configured context size), lowered
+// to Config.MaxTokens when that is set, and never over
+// engine.MaxEngineTokens. A serve cannot generate more tokens than fit
+// its context, so a larger max_tokens asks for work that cannot be done.
+func (e *Engine) TokenCap() uint32 {
+	e.mu.Lock()
+	n := e.nCtx
+	e.mu.Unlock()
+	if n <= 0 {
+		n = e.cfg.ContextSize
+	}
+	c := uint32(engine.MaxEngineTokens)
+	if n > 0 && n < engine.MaxEngineTokens {
+		c = uint32(n)
+	}
+	if m := e.cfg.MaxTokens; m > 0 && m < c {
+		c = m
+	}
+	return c
+}
 
 // New checks cfg, locates the runner and computes the recipe (hashing the
 // model files unless cfg.Recipes already knows them). It starts nothing.
@@ -257,7 +281,8 @@ func (e *Engine) startInstance(ctx context.Context) (*instance, error) {
 			return nil, fmt.Errorf("starting engine: %w", err)
 		}
 		in.recipe = before.String()
-		e.cfg.Logf("engine: pid %d healthy, recipe %s", in.pid, in.recipe)
+		in.nCtx = readContext(ctx, e.client, in.base)
+		e.cfg.Logf("engine: pid %d healthy, recipe %s, context %d", in.pid, in.recipe, in.nCtx)
 		return in, nil
 	}
 }
@@ -265,6 +290,9 @@ func (e *Engine) startInstance(ctx context.Context) (*instance, error) {
 func (e *Engine) setUpLocked(in *instance) {
 	e.cur = in
 	e.recipe = in.recipe
+	if in.nCtx > 0 {
+		e.nCtx = in.nCtx
+	}
 	close(e.up)
 }
 
@@ -432,6 +460,11 @@ func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []
 	}
 	if wire.ContentOf(prompt) != req.PromptHash {
 		return engine.Result{}, fmt.Errorf("serve: %w: the prompt's content id is not prompt_hash", wire.ErrBadRequest)
+	}
+	if c := e.TokenCap(); req.MaxTokens > c {
+		// n_predict is a signed 32-bit int in the child: a larger value
+		// would reach it wrapped. Refused here even if the caller did not.
+		return engine.Result{}, fmt.Errorf("serve: %w: %w: %d > %d", wire.ErrBadRequest, engine.ErrTooManyTokens, req.MaxTokens, c)
 	}
 	if !utf8.Valid(prompt) {
 		// JSON would silently replace invalid bytes, serving a prompt

@@ -99,6 +99,7 @@ type instance struct {
 	waitErr error         // valid after exited is closed
 	healthy time.Time     // when /health first answered 200
 	recipe  string
+	nCtx    int // the context per slot, as /props states it; 0 unknown
 }
 
 func (in *instance) hasExited() bool {

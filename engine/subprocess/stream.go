@@ -264,7 +264,9 @@ type eventReader struct {
 }
 
 func newEventReader(r io.Reader, max int) *eventReader {
-	return &eventReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+	// A small buffer: line() joins longer lines from its chunks, and a
+	// 64 KiB one was a large, zeroed allocation on every streamed serve.
+	return &eventReader{br: bufio.NewReaderSize(r, 4<<10), max: max}
 }
 
 // next returns the next event's field ("data" or "error") and payload, or

@@ -206,6 +206,12 @@ func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("POST /completion", s.completion)
+	if c.ctx > 0 {
+		// As llama-server states its slots' context.
+		mux.HandleFunc("GET /props", func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, `{"default_generation_settings":{"n_ctx":%d},"total_slots":1}`, c.ctx)
+		})
+	}
 	if !c.noApplyTemplate {
 		mux.HandleFunc("POST /apply-template", s.applyTemplate)
 	}
