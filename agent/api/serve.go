@@ -107,7 +107,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, env, ok := s.request(w, b.meshFields, []byte(*b.Prompt), b.MaxTokens)
-	if !ok {
+	if !ok || !s.runAllowed(w, r, b.Run) {
 		return
 	}
 	done, ok := s.admit(w)
@@ -178,7 +178,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, env, ok := s.request(w, b.meshFields, []byte(prompt), b.MaxTokens)
-	if !ok {
+	if !ok || !s.runAllowed(w, r, b.Run) {
 		return
 	}
 	s.openAI(w, r, req, []byte(prompt), env, b.Run, false, b.Stream)
@@ -220,7 +220,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		mt = b.MaxCompletionTokens
 	}
 	req, env, ok := s.request(w, b.meshFields, prompt, mt)
-	if !ok {
+	if !ok || !s.runAllowed(w, r, b.Run) {
 		return
 	}
 	s.openAI(w, r, req, prompt, env, b.Run, true, b.Stream)
