@@ -64,7 +64,7 @@ var backendFields = map[string][]string{
 	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
 	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
 	"reference":    {"work"},
-	"meshd":        {"url", "steward", "timeout"},
+	"meshd":        {"url", "steward", "timeout", "token_file", "ca_file", "server_sha256", "cert_file", "key_file"},
 }
 
 // kinds lists backendFields' keys in the order messages show them.
@@ -77,6 +77,7 @@ func (v *checker) run() {
 	v.defaults()
 	v.steward()
 	v.listen()
+	v.auth()
 	v.grants()
 	v.metering()
 	v.requestDefaults()
@@ -577,6 +578,7 @@ func (v *checker) backends() {
 				v.problem(p+"steward", "want the node's steward key as 64 lowercase hex digits")
 			}
 			v.duration(p+"timeout", b.Timeout, true)
+			v.remoteAuth(p, b)
 		}
 	}
 }

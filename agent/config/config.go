@@ -65,6 +65,7 @@ type Config struct {
 	Backends []Backend `toml:"backend"` // [[backend]] tables
 	Corpora  []Corpus  `toml:"corpus"`  // [[corpus]] tables
 	Fleet    Fleet     `toml:"fleet"`
+	Auth     Auth      `toml:"auth"`
 }
 
 // Fleet publishes the node's receipts to NATS JetStream (FLEET.md); an
@@ -139,6 +140,8 @@ type Listen struct {
 	// MaxInFlight is how many serves are admitted at once, the excess get
 	// 503; default 256, must be > 0.
 	MaxInFlight int `toml:"max_in_flight,omitempty"`
+	// TLS, when set, makes every TCP listener speak TLS (config/auth.go).
+	TLS ListenTLS `toml:"tls,omitempty"`
 }
 
 // Grants configures who may spend energy through this steward.
@@ -294,6 +297,14 @@ type Backend struct {
 	URL     string   `toml:"url,omitempty"`
 	Steward string   `toml:"steward,omitempty"`
 	Timeout Duration `toml:"timeout,omitempty"`
+	// TokenFile holds the bearer token presented to the node; CAFile or
+	// ServerSHA256 pin its certificate (https); CertFile and KeyFile are
+	// a client certificate (config/auth.go).
+	TokenFile    string `toml:"token_file,omitempty"`
+	CAFile       string `toml:"ca_file,omitempty"`
+	ServerSHA256 string `toml:"server_sha256,omitempty"`
+	CertFile     string `toml:"cert_file,omitempty"`
+	KeyFile      string `toml:"key_file,omitempty"`
 }
 
 // ReceiptsDir is where sealed receipts are written: <state_dir>/receipts.
