@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,7 +19,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Role is one thing a caller may do.
@@ -194,7 +197,21 @@ type Policy struct {
 	Tokens                     []Token
 	Certs                      []Cert
 	Peers                      []Peer
+	// ClientCAs is what a certificate mapped by subject must chain to;
+	// nil trusts no subject.
+	ClientCAs *x509.CertPool
+
+	// chains caches, by leaf fingerprint, whether a client certificate
+	// chained to ClientCAs: verifying a chain costs far more than a
+	// request, and a keep-alive client presents the same leaf each time.
+	chains sync.Map // [32]byte -> bool
+	cached atomic.Int64
 }
+
+// maxChainCache bounds the chain cache: past it a certificate is
+// verified on every request, so a flood of certificates costs CPU, not
+// memory.
+const maxChainCache = 4096
 
 // Identity is who a request is and what it may do.
 type Identity struct {
@@ -291,6 +308,27 @@ func (a *Authenticator) Identify(r *http.Request) Identity {
 	return id
 }
 
+// chainsToCA reports whether the client's chain verifies against
+// ClientCAs for client authentication.
+func (p *Policy) chainsToCA(fp [32]byte, certs []*x509.Certificate) bool {
+	if p.ClientCAs == nil {
+		return false
+	}
+	if v, ok := p.chains.Load(fp); ok {
+		return v.(bool)
+	}
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	_, err := certs[0].Verify(x509.VerifyOptions{Roots: p.ClientCAs, Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if p.cached.Add(1) <= maxChainCache {
+		p.chains.Store(fp, err == nil)
+	}
+	return err == nil
+}
+
 // bearer returns the token of an "Authorization: Bearer" header.
 func bearer(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
@@ -320,7 +358,10 @@ func (p *Policy) token(tok string) *Token {
 func (p *Policy) matchCert(cs *tls.ConnectionState) []*Cert {
 	leaf := cs.PeerCertificates[0]
 	fp := sha256.Sum256(leaf.Raw)
-	verified := len(cs.VerifiedChains) > 0
+	now := time.Now()
+	if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+		return nil // pinned or not, an expired certificate proves nothing
+	}
 	var out []*Cert
 	for i := range p.Certs {
 		c := &p.Certs[i]
@@ -329,7 +370,7 @@ func (p *Policy) matchCert(cs *tls.ConnectionState) []*Cert {
 			if subtle.ConstantTimeCompare(fp[:], c.SHA256[:]) == 1 {
 				out = append(out, c)
 			}
-		case c.Subject != "" && verified:
+		case c.Subject != "" && p.chainsToCA(fp, cs.PeerCertificates):
 			if leaf.Subject.CommonName == c.Subject || slices.Contains(leaf.DNSNames, c.Subject) {
 				out = append(out, c)
 			}

@@ -11,15 +11,13 @@ import (
 	"sync/atomic"
 )
 
-// ServerFiles name a TLS server's certificate, key and (optionally) the
-// CA whose client certificates it verifies.
+// ServerFiles name a TLS server's certificate and key.
 type ServerFiles struct {
-	CertFile, KeyFile, ClientCAFile string
+	CertFile, KeyFile string
 }
 
 type serverState struct {
 	cert *tls.Certificate
-	cas  *x509.CertPool
 }
 
 // ServerTLS is a TLS server configuration whose certificate, key and
@@ -44,38 +42,32 @@ func (s *ServerTLS) Reload(f ServerFiles) error {
 	if err != nil {
 		return fmt.Errorf("TLS certificate %s and key %s: %w", f.CertFile, f.KeyFile, err)
 	}
-	st := &serverState{cert: &cert}
-	if f.ClientCAFile != "" {
-		if st.cas, err = readPool(f.ClientCAFile); err != nil {
-			return fmt.Errorf("client CA: %w", err)
-		}
-	}
-	s.st.Store(st)
+	s.st.Store(&serverState{cert: &cert})
 	return nil
 }
 
 // Config is the listener's tls.Config. A client certificate is asked for
-// and never required: one that matches no mapping simply adds no role,
-// so a caller with a token (or the roles of an anonymous caller) is not
-// refused at the handshake. With a client CA, a certificate given must
-// chain to it; without one, any certificate is accepted at the handshake
-// (its possession proven by the handshake itself) and counts only where
-// its fingerprint is pinned.
+// and never required, and not judged at the handshake (which proves only
+// that the client holds its key): Identify maps it to roles by its
+// pinned fingerprint or, when it chains to the policy's client CA, by
+// its subject. One that maps to nothing adds no role, so a caller with a
+// token is not refused for the certificate its browser or library sent.
+// No CA names are sent in the request, so a client offers its
+// certificate whoever issued it.
 func (s *ServerTLS) Config() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			st := s.st.Load()
-			c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"},
-				Certificates: []tls.Certificate{*st.cert}, ClientAuth: tls.RequestClientCert}
-			if st.cas != nil {
-				c.ClientAuth, c.ClientCAs = tls.VerifyClientCertIfGiven, st.cas
-			}
-			return c, nil
+			return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"},
+				Certificates: []tls.Certificate{*st.cert}, ClientAuth: tls.RequestClientCert}, nil
 		},
 	}
 }
+
+// ReadPool reads PEM certificates into a pool.
+func ReadPool(path string) (*x509.CertPool, error) { return readPool(path) }
 
 func readPool(path string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(path)

@@ -73,7 +73,7 @@ func (t ListenTLS) Enabled() bool { return t.CertFile != "" }
 
 // Files are the server's TLS files.
 func (t ListenTLS) Files() auth.ServerFiles {
-	return auth.ServerFiles{CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile}
+	return auth.ServerFiles{CertFile: t.CertFile, KeyFile: t.KeyFile}
 }
 
 // credentials reports whether any credential is configured.
@@ -129,6 +129,11 @@ func (c *Config) AuthPolicy() (*auth.Policy, error) {
 			continue
 		}
 		p.Certs = append(p.Certs, m)
+	}
+	if f := c.Listen.TLS.ClientCAFile; f != "" {
+		if p.ClientCAs, err = auth.ReadPool(f); err != nil {
+			errs = append(errs, fmt.Errorf("listen.tls.client_ca_file: %w", err))
+		}
 	}
 	for i, pe := range a.Peers {
 		rs, err := auth.ParseRoles(pe.Roles)

@@ -102,6 +102,8 @@ type serveHooks struct {
 	opts    node.Options
 	// tick drives the watchdog one check at a time (nil: a ticker).
 	tick func(time.Duration) <-chan time.Time
+	// reloaded is told when a SIGHUP has been handled.
+	reloaded func()
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -227,6 +229,9 @@ loop:
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				d.reload(ctx)
+				if hooks.reloaded != nil {
+					hooks.reloaded()
+				}
 				continue
 			}
 			d.log.Info("stopping", "signal", sig.String())
