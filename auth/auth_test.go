@@ -126,7 +126,9 @@ func BenchmarkIdentify(b *testing.B) {
 	}{
 		{"token", func(r *http.Request) { r.Header.Set("Authorization", "Bearer h") }},
 		{"cert", func(r *http.Request) { r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}} }},
-		{"peer", func(r *http.Request) { *r = *r.WithContext(WithConn(r.Context(), Conn{Class: Unix, Peer: &PeerCred{UID: 7}})) }},
+		{"peer", func(r *http.Request) {
+			*r = *r.WithContext(WithConn(r.Context(), Conn{Class: Unix, Peer: &PeerCred{UID: 7}}))
+		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			r := httptest.NewRequest("GET", "/", nil)
