@@ -25,6 +25,7 @@ import (
 	"meshd/agent"
 	"meshd/agent/api/web"
 	"meshd/agent/node"
+	"meshd/auth"
 	"meshd/steward"
 	"meshd/steward/grant"
 	"meshd/wire"
@@ -56,6 +57,9 @@ type Options struct {
 	Metrics *Metrics
 	// Ready is /readyz's check beyond the node's own (nil: none).
 	Ready func() error
+	// Auth decides who may call each route; nil lets everyone call
+	// everything (tests, embedding).
+	Auth *auth.Authenticator
 }
 
 // Server is the HTTP interface of one node.
@@ -74,6 +78,7 @@ type Server struct {
 	done     chan struct{} // closed by Drain: live streams end
 	drainOne sync.Once
 	cut      cutter // Cut: the serves in flight at the drain deadline
+	routes   []Route
 }
 
 // New returns the server for n.
@@ -98,32 +103,41 @@ func New(n *node.Node, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.mux.HandleFunc("POST /v1/serve", s.serve)
-	s.mux.HandleFunc("POST /v1/completions", s.completions)
-	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
-	s.mux.HandleFunc("GET /v1/receipts", s.receipts)
-	s.mux.HandleFunc("GET /v1/receipts/{seq}", s.receipt)
-	s.mux.HandleFunc("GET /v1/chain/head", s.head)
-	s.mux.HandleFunc("GET /v1/backends", s.backends)
-	s.mux.HandleFunc("GET /v1/meters", s.meters)
-	s.mux.HandleFunc("GET /v1/models", s.models)
-	s.mux.HandleFunc("POST /v1/rag/{org}/{name}/{procedure}", s.rag)
-	s.mux.HandleFunc("GET /v1/rag", s.corpora)
-	s.mux.HandleFunc("GET /v1/node", s.nodeInfo)
-	s.mux.HandleFunc("GET /v1/chain/checkpoint", s.checkpoint)
-	s.mux.HandleFunc("POST /v1/meters/idle", s.idle)
-	s.mux.HandleFunc("POST /v1/runs", s.openRun)
-	s.mux.HandleFunc("POST /v1/runs/{run}/close", s.closeRun)
-	s.mux.HandleFunc("GET /v1/live", s.live)
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
+	// Every route names the roles that may call it (PROFILE §16).
+	const (
+		serve   = auth.Roles(auth.Serve)
+		read    = auth.Roles(auth.Read)
+		operate = auth.Roles(auth.Operate)
+	)
+	s.handleFunc(serve, "POST /v1/serve", s.serve)
+	s.handleFunc(serve, "POST /v1/completions", s.completions)
+	s.handleFunc(serve, "POST /v1/chat/completions", s.chat)
+	s.handleFunc(read, "GET /v1/receipts", s.receipts)
+	s.handleFunc(read, "GET /v1/receipts/{seq}", s.receipt)
+	s.handleFunc(read, "GET /v1/chain/head", s.head)
+	s.handleFunc(read, "GET /v1/backends", s.backends)
+	s.handleFunc(read, "GET /v1/meters", s.meters)
+	// An OpenAI client lists models with its serving key.
+	s.handleFunc(serve|read, "GET /v1/models", s.models)
+	s.handleFunc(serve, "POST /v1/rag/{org}/{name}/{procedure}", s.rag)
+	s.handleFunc(serve|read, "GET /v1/rag", s.corpora)
+	s.handleFunc(read, "GET /v1/node", s.nodeInfo)
+	// Each of these makes the steward sign, or holds a meter.
+	s.handleFunc(operate, "GET /v1/chain/checkpoint", s.checkpoint)
+	s.handleFunc(operate, "POST /v1/meters/idle", s.idle)
+	s.handleFunc(operate, "POST /v1/runs", s.openRun)
+	s.handleFunc(operate, "POST /v1/runs/{run}/close", s.closeRun)
+	s.handleFunc(read, "GET /v1/live", s.live)
+	// Probes carry no chain data; a load balancer has no credentials.
+	s.handleFunc(Open, "GET /healthz", s.healthz)
+	s.handleFunc(Open, "GET /readyz", s.readyz)
 	// Exactly the page and its assets: a catch-all "GET /" would turn a
 	// wrong method on an API path into a 404 instead of a 405.
 	page := web.Handler()
-	s.mux.Handle("GET /{$}", page)
-	s.mux.Handle("GET /static/", page)
+	s.handle(read, "GET /{$}", page)
+	s.handle(read, "GET /static/", page)
 	if opts.Metrics != nil {
-		s.mux.Handle("GET /metrics", opts.Metrics.Handler())
+		s.handle(read, "GET /metrics", opts.Metrics.Handler())
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"meshd/agent/api"
 	"meshd/agent/api/apitest"
 	"meshd/agent/node"
+	"meshd/auth"
 	"meshd/steward"
 )
 
@@ -23,8 +26,16 @@ const openaiDir = "../../test/openai"
 // TestOfficialOpenAIClient runs the official OpenAI Node client
 // (test/openai/test.mjs) against the real server on a TCP port, and then
 // checks that the daemon's log holds exactly the receipts the client was
-// given: one per call, none sealed that the client never saw.
+// given: one per call, none sealed that the client never saw. It runs
+// against an open node (the client's placeholder key ignored) and
+// against one that requires a bearer token, given as the API key.
 func TestOfficialOpenAIClient(t *testing.T) {
+	for _, key := range []string{"", "mshd_openai-client-key"} {
+		t.Run(map[bool]string{true: "open", false: "token"}[key == ""], func(t *testing.T) { officialClient(t, key) })
+	}
+}
+
+func officialClient(t *testing.T, key string) {
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not on PATH; the OpenAI client test needs Node.js (make test installs its package)")
@@ -36,10 +47,20 @@ func TestOfficialOpenAIClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := apitest.Start(t, apitest.RefBackends, node.Options{})
-	n, srv := st.Node, st.Server
+	n, url := st.Node, st.URL
+	env := append(os.Environ(), "MESHD_API_KEY=")
+	if key != "" {
+		// Beyond loopback, as a deployment behind a token is.
+		guarded := api.New(n, api.Options{Auth: auth.New(&auth.Policy{Tokens: []auth.Token{{Name: "openai", SHA256: auth.HashToken(key), Roles: auth.Roles(auth.Serve)}}})})
+		hs := httptest.NewUnstartedServer(guarded)
+		hs.Config.ConnContext = auth.ConnContext(auth.Public)
+		hs.Start()
+		t.Cleanup(func() { guarded.Drain(); hs.Close() })
+		url, env = hs.URL, append(env, "MESHD_API_KEY="+key)
+	}
 
 	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(openaiDir, "test.mjs"))
-	cmd.Env = append(os.Environ(), "MESHD_URL="+srv.URL)
+	cmd.Env = append(env, "MESHD_URL="+url)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

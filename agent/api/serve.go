@@ -110,7 +110,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, env, ok := s.request(w, b.meshFields, []byte(*b.Prompt), b.MaxTokens)
-	if !ok {
+	if !ok || !s.runAllowed(w, r, b.Run) {
 		return
 	}
 	done, ok := s.admit(w)
@@ -181,7 +181,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, env, ok := s.request(w, b.meshFields, []byte(prompt), b.MaxTokens)
-	if !ok {
+	if !ok || !s.runAllowed(w, r, b.Run) {
 		return
 	}
 	s.openAI(w, r, req, []byte(prompt), env, b.Run, false, b.Stream, "max_tokens")
@@ -223,7 +223,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		mt, mtParam = b.MaxCompletionTokens, "max_completion_tokens"
 	}
 	req, env, ok := s.request(w, b.meshFields, prompt, mt)
-	if !ok {
+	if !ok || !s.runAllowed(w, r, b.Run) {
 		return
 	}
 	s.openAI(w, r, req, prompt, env, b.Run, true, b.Stream, mtParam)

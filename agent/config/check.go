@@ -64,7 +64,7 @@ var backendFields = map[string][]string{
 	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
 	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
 	"reference":    {"work"},
-	"meshd":        {"url", "steward", "timeout"},
+	"meshd":        {"url", "steward", "timeout", "token_file", "ca_file", "server_sha256", "cert_file", "key_file"},
 }
 
 // kinds lists backendFields' keys in the order messages show them.
@@ -78,6 +78,7 @@ func (v *checker) run() {
 	v.steward()
 	v.witness()
 	v.listen()
+	v.auth()
 	v.grants()
 	v.metering()
 	v.requestDefaults()
@@ -580,6 +581,7 @@ func (v *checker) backends() {
 				v.problem(p+"steward", "want the node's steward key as 64 lowercase hex digits")
 			}
 			v.duration(p+"timeout", b.Timeout, true)
+			v.remoteAuth(p, b)
 		}
 	}
 }

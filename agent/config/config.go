@@ -66,6 +66,7 @@ type Config struct {
 	Backends []Backend `toml:"backend"` // [[backend]] tables
 	Corpora  []Corpus  `toml:"corpus"`  // [[corpus]] tables
 	Fleet    Fleet     `toml:"fleet"`
+	Auth     Auth      `toml:"auth"`
 }
 
 // Fleet publishes the node's receipts to NATS JetStream (FLEET.md); an
@@ -165,6 +166,8 @@ type Listen struct {
 	// MaxInFlight is how many serves are admitted at once, the excess get
 	// 503; default 256, must be > 0.
 	MaxInFlight int `toml:"max_in_flight,omitempty"`
+	// TLS, when set, makes every TCP listener speak TLS (config/auth.go).
+	TLS ListenTLS `toml:"tls,omitempty"`
 }
 
 // Grants configures who may spend energy through this steward.
@@ -326,6 +329,14 @@ type Backend struct {
 	// (engine.DefaultReferenceMaxTokens), for meshd the node's own caps.
 	// A serve asking for more is refused before any work (PROFILE §16).
 	MaxTokens int64 `toml:"max_tokens,omitempty"`
+	// TokenFile holds the bearer token presented to the node; CAFile or
+	// ServerSHA256 pin its certificate (https); CertFile and KeyFile are
+	// a client certificate (config/auth.go).
+	TokenFile    string `toml:"token_file,omitempty"`
+	CAFile       string `toml:"ca_file,omitempty"`
+	ServerSHA256 string `toml:"server_sha256,omitempty"`
+	CertFile     string `toml:"cert_file,omitempty"`
+	KeyFile      string `toml:"key_file,omitempty"`
 }
 
 // ReceiptsDir is where sealed receipts are written: <state_dir>/receipts.

@@ -120,6 +120,7 @@ func TestParseFull(t *testing.T) {
 		Log:      Log{Level: "debug", Format: "json"},
 		Defaults: Defaults{JouleCeilingUJ: DefaultJouleCeilingUJ, MaxTokens: 16},
 		Limits:   Limits{MaxJouleCeilingUJ: DefaultMaxJouleCeilingUJ},
+		Auth:     Auth{Anonymous: []string{"serve", "read", "operate"}},
 		Meters: []Meter{
 			{Name: "board", Driver: "ina226", Bus: "/dev/i2c-1", Address: 0x41, ShuntUOhm: 2000, MaxCurrentA: 3.2, Preset: "shunt-only", BusTolerance: 0.05},
 			{Name: "cpu", Driver: "rapl", Zone: "package-0/dram", PowercapRoot: "/sys/class/powercap", Inside: "board"},
@@ -182,6 +183,7 @@ func TestParseDefaults(t *testing.T) {
 				Log:      Log{Level: "info", Format: "text"},
 				Defaults: Defaults{JouleCeilingUJ: DefaultJouleCeilingUJ, MaxTokens: 16},
 				Limits:   Limits{MaxJouleCeilingUJ: DefaultMaxJouleCeilingUJ},
+				Auth:     Auth{Anonymous: []string{"serve", "read", "operate"}},
 				Backends: []Backend{{Name: "r", Kind: "reference", Fidelity: 1, UJPerToken: 10, Work: 8}},
 			}
 			if !reflect.DeepEqual(c, want) {

@@ -8,6 +8,7 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"meshd/agent"
 	"meshd/agent/config"
 	"meshd/agent/fleet"
+	"meshd/auth"
 	"meshd/drivers"
 	"meshd/engine"
 	"meshd/engine/remote"
@@ -656,8 +658,14 @@ func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, e
 		if err != nil {
 			return nil, fmt.Errorf("steward key: %w", err)
 		}
+		var tc *tls.Config
+		if f := bc.RemoteFiles(); !f.Empty() {
+			if tc, err = auth.ClientTLS(f); err != nil {
+				return nil, fmt.Errorf("backend %s: %w", bc.Name, err)
+			}
+		}
 		e, err := remote.New(remote.Config{Name: bc.Name, URL: bc.URL, Steward: key, Fidelity: wire.Fidelity(bc.Fidelity),
-			UJPerToken: bc.UJPerToken, Timeout: time.Duration(bc.Timeout), MaxTokens: uint32(bc.MaxTokens)})
+			UJPerToken: bc.UJPerToken, Timeout: time.Duration(bc.Timeout), MaxTokens: uint32(bc.MaxTokens), TokenFile: bc.TokenFile, TLS: tc})
 		if err != nil {
 			return nil, err
 		}

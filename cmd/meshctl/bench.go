@@ -103,7 +103,7 @@ func benchRunCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return fmt.Errorf("%w: -progress %q: want auto, bar, lines or none", errUsage, *progress)
 	}
-	target := *addr
+	target := *addr.addr
 	var daemon *childDaemon
 	if *cfgPath != "" {
 		daemon, target, err = startDaemon(ctx, *cfgPath, *out+".meshd.log", stderr)
@@ -111,7 +111,7 @@ func benchRunCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	c, err := dial(target)
+	c, err := addr.dialAt(target)
 	if err == nil {
 		var rep *bench.Report
 		rep, err = bench.Run(ctx, c, w, bench.Options{Progress: sink, Trace: !*noTrace})

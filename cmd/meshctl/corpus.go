@@ -549,11 +549,11 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return fmt.Errorf("%w: -corpus: %v", errUsage, err)
 		}
-		c, err := dial(*addr)
+		c, err := addr.dial()
 		if err != nil {
 			return err
 		}
-		source = fmt.Sprintf("%s/%s at %s", org, name, *addr)
+		source = fmt.Sprintf("%s/%s at %s", org, name, *addr.addr)
 		d, err = c.Describe(ctx, org, name)
 		if err != nil {
 			if reason, _, ok := refusalText(err); ok {
@@ -564,7 +564,7 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		check1 = fmt.Sprintf("It was fetched from the meshd at %s, an address you gave: meshctl cannot tell that\n"+
 			"    the node answering there is P. That binding is the caller's (macula:call/6 with\n"+
-			"    #{provider => P}, P taken from macula:providers/3).", *addr)
+			"    #{provider => P}, P taken from macula:providers/3).", *addr.addr)
 	}
 
 	res, err := rag.VerifyCorpus(d, p, *profile)
@@ -634,20 +634,20 @@ func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return fmt.Errorf("%w: -corpus: %v", errUsage, err)
 	}
-	c, err := dial(*addr)
+	c, err := addr.dial()
 	if err != nil {
 		return err
 	}
 	d, err := c.Describe(ctx, org, name)
 	if err != nil {
 		if _, _, ok := refusalText(err); ok {
-			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr), err)
+			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr.addr), err)
 		}
 		return refusal(client.ProcDescribeCorpus, err)
 	}
 	recomputed := d.Hash()
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "corpus\t%s/%s at %s\n", org, name, *addr)
+	fmt.Fprintf(tw, "corpus\t%s/%s at %s\n", org, name, *addr.addr)
 	fmt.Fprintf(tw, "model\t%s\n", displayText(d.Model))
 	fmt.Fprintf(tw, "dim\t%d\n", d.Dim)
 	fmt.Fprintf(tw, "repos\t%d\n", len(d.Repos))
@@ -665,7 +665,7 @@ func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(tw, "signature\tnone: unsigned\n")
 	} else {
 		fmt.Fprintf(tw, "signature\t%d bytes, not checked here: meshctl corpus verify -provider P -addr %s -corpus %s/%s\n",
-			len(d.Signature), *addr, org, name)
+			len(d.Signature), *addr.addr, org, name)
 		fmt.Fprintf(tw, "signed_by\t%q (a display label, never evidence)\n", d.SignedBy)
 	}
 	if len(d.Extra) > 0 {
@@ -674,7 +674,7 @@ func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Wri
 	tw.Flush()
 	if !match {
 		return fmt.Errorf("%w: %s/%s at %s claims corpus_hash %s, its model, dim and repos hash to %s",
-			rag.ErrCorpusHashMismatch, org, name, *addr, d.CorpusHash, recomputed)
+			rag.ErrCorpusHashMismatch, org, name, *addr.addr, d.CorpusHash, recomputed)
 	}
 	return nil
 }
@@ -719,14 +719,14 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 			return fmt.Errorf("-grant: %w", err)
 		}
 	}
-	c, err := dial(*addr)
+	c, err := addr.dial()
 	if err != nil {
 		return err
 	}
 	d, err := c.Describe(ctx, org, name)
 	if err != nil {
 		if _, _, ok := refusalText(err); ok {
-			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr), err)
+			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr.addr), err)
 		}
 		return refusal(client.ProcDescribeCorpus, err)
 	}

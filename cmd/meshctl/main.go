@@ -21,6 +21,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"keygen", "write a new steward key file (0600, never overwritten)", cmdKeygen},
+		{"token", "a new bearer token for meshd and the digest line that grants it roles", cmdToken},
 		{"verify", "verify a receipt log or a single envelope; -remote: a running meshd's chain", cmdVerifyAny},
 		{"log", "repair a damaged receipt log; print its newest checkpoint", cmdLog},
 		{"grant", "issue, show and verify JCP grants", cmdGrant},

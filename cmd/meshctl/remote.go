@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"meshd/agent/api/client"
+	"meshd/auth"
 	"meshd/cmd/internal/cli"
 	"meshd/steward"
 )
@@ -37,18 +38,49 @@ const remotePage = 1000
 // default (OpenAI's).
 const streamMaxTokens = 16
 
-// addrFlag registers -addr on fs.
-func addrFlag(fs *flag.FlagSet) *string {
+// tokenEnv and tokenFileEnv name where a token comes from when
+// -token-file is not given: the token itself, or a file holding it.
+const (
+	tokenEnv     = "MESHD_TOKEN"
+	tokenFileEnv = "MESHD_TOKEN_FILE"
+)
+
+// remoteFlags are -addr and the credentials presented to the daemon.
+type remoteFlags struct {
+	addr, tokenFile, ca, pin, cert, key *string
+}
+
+// addrFlag registers -addr and the credential flags on fs.
+func addrFlag(fs *flag.FlagSet) *remoteFlags {
 	def := client.DefaultAddr
 	if v := os.Getenv(addrEnv); v != "" {
 		def = v
 	}
-	return fs.String("addr", def, "meshd's address: host:port, http://host:port, unix:/run/meshd/meshd.sock or a socket path (default from $"+addrEnv+" when set)")
+	return &remoteFlags{
+		addr:      fs.String("addr", def, "meshd's address: host:port, http://host:port, https://host:port, unix:/run/meshd/meshd.sock or a socket path (default from $"+addrEnv+" when set)"),
+		tokenFile: fs.String("token-file", os.Getenv(tokenFileEnv), "file holding the bearer token to present (default $"+tokenFileEnv+"; $"+tokenEnv+" holds the token itself)"),
+		ca:        fs.String("ca", "", "PEM CA that the daemon's certificate must chain to (https)"),
+		pin:       fs.String("pin", "", "SHA-256 of the daemon's certificate, pinned instead of a CA (https)"),
+		cert:      fs.String("cert", "", "client certificate (PEM) to present (https; with -key)"),
+		key:       fs.String("key", "", "the client certificate's key (PEM)"),
+	}
 }
 
-// dial returns a client for addr, naming the flag when addr is malformed.
-func dial(addr string) (*client.Client, error) {
-	c, err := client.New(addr)
+// dial returns a client for -addr presenting the credentials.
+func (r *remoteFlags) dial() (*client.Client, error) { return r.dialAt(*r.addr) }
+
+// dialAt returns a client for addr, naming the flag at fault.
+func (r *remoteFlags) dialAt(addr string) (*client.Client, error) {
+	cr := client.Credentials{Token: os.Getenv(tokenEnv),
+		TLS: auth.ClientFiles{CAFile: *r.ca, ServerSHA256: *r.pin, CertFile: *r.cert, KeyFile: *r.key}}
+	if *r.tokenFile != "" {
+		tok, err := auth.ReadSecret(*r.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: -token-file: %v", errUsage, err)
+		}
+		cr.Token = tok
+	}
+	c, err := client.NewWith(addr, cr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: -addr: %v", errUsage, err)
 	}
@@ -138,7 +170,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("-grant: %w", err)
 		}
 	}
-	c, err := dial(*addr)
+	c, err := addr.dial()
 	if err != nil {
 		return err
 	}
@@ -231,7 +263,7 @@ func cmdReceipts(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *n < 0 || *interval <= 0 {
 		return fmt.Errorf("%w: -n must be >= 0 and -interval positive", errUsage)
 	}
-	c, err := dial(*addr)
+	c, err := addr.dial()
 	if err != nil {
 		return err
 	}
@@ -374,7 +406,7 @@ func cmdVerifyRemote(ctx context.Context, args []string, stdout, stderr io.Write
 		fs.Usage()
 		return fmt.Errorf("%w: verify -remote takes no path", errUsage)
 	}
-	c, err := dial(*addr)
+	c, err := addr.dial()
 	if err != nil {
 		return err
 	}
@@ -522,7 +554,7 @@ func cmdBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: backends takes no arguments", errUsage)
 	}
-	c, err := dial(*addr)
+	c, err := addr.dial()
 	if err != nil {
 		return err
 	}
@@ -559,7 +591,7 @@ func cmdMeters(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *interval <= 0 {
 		return fmt.Errorf("%w: -interval must be positive", errUsage)
 	}
-	c, err := dial(*addr)
+	c, err := addr.dial()
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"meshd/agent/api"
 	"meshd/agent/config"
 	"meshd/agent/node"
+	"meshd/auth"
 	"meshd/systemd"
 	"meshd/wire"
 )
@@ -41,6 +43,14 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, err := cfg.Grants.Keys(); err != nil {
 		return fmt.Errorf("%s: trusted issuers: %w", *path, err)
+	}
+	if _, err := cfg.AuthPolicy(); err != nil {
+		return fmt.Errorf("%s: authentication: %w", *path, err)
+	}
+	if cfg.Listen.TLS.Enabled() {
+		if _, err := auth.NewServerTLS(cfg.Listen.TLS.Files()); err != nil {
+			return fmt.Errorf("%s: listen.tls: %w", *path, err)
+		}
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d backends, %d meters)\n", *path, len(cfg.Backends), len(cfg.Meters))
 	return nil
@@ -81,6 +91,10 @@ type daemon struct {
 	// storageDown is whether the storage refused writes at the watchdog's
 	// last check (only the watchdog's goroutine touches it).
 	storageDown bool
+	// auth is the policy in force and tls the listeners' certificate
+	// (nil without [listen.tls]); SIGHUP rereads both.
+	auth *auth.Authenticator
+	tls  *auth.ServerTLS
 }
 
 // serveHooks let tests see the daemon's listeners and run it with a fake
@@ -91,6 +105,8 @@ type serveHooks struct {
 	opts    node.Options
 	// tick drives the watchdog one check at a time (nil: a ticker).
 	tick func(time.Duration) <-chan time.Time
+	// reloaded is told when a SIGHUP has been handled.
+	reloaded func()
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -141,6 +157,16 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 	}
 	d.node = n
 	current.Store(n)
+	pol, err := cfg.AuthPolicy()
+	if err == nil && cfg.Listen.TLS.Enabled() {
+		d.tls, err = auth.NewServerTLS(cfg.Listen.TLS.Files())
+	}
+	if err != nil {
+		n.Close(context.WithoutCancel(ctx))
+		return err
+	}
+	d.auth = auth.New(pol)
+	d.logAuth(pol, cfg)
 	d.api = api.New(n, api.Options{
 		Defaults: api.Defaults{FidelityFloor: wire.Fidelity(cfg.Defaults.FidelityFloor), JouleCeilingUJ: cfg.Defaults.JouleCeilingUJ,
 			MaxTokens: cfg.Defaults.MaxTokens},
@@ -149,6 +175,7 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 		MaxInFlight:  cfg.Listen.MaxInFlight,
 		Logger:       d.log,
 		Metrics:      metrics,
+		Auth:         d.auth,
 	})
 	apiSrv.Store(d.api)
 	lns, err := d.listen(cfg.Listen)
@@ -157,8 +184,10 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 		return err
 	}
 	errc := make(chan error, len(lns))
-	for _, ln := range lns {
+	for _, l := range lns {
+		ln := l.ln
 		hs := d.api.HTTPServer(time.Duration(cfg.Listen.ReadHeaderTimeout), time.Duration(cfg.Listen.ReadTimeout), time.Duration(cfg.Listen.IdleTimeout))
+		hs.ConnContext = auth.ConnContext(l.class)
 		d.servers = append(d.servers, hs)
 		d.addrs = append(d.addrs, ln.Addr())
 		go func() {
@@ -166,7 +195,7 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 				errc <- fmt.Errorf("listener %s: %w", ln.Addr(), err)
 			}
 		}()
-		d.log.Info("listening", "addr", ln.Addr().String(), "network", ln.Addr().Network())
+		d.log.Info("listening", "addr", ln.Addr().String(), "network", ln.Addr().Network(), "tls", l.tls, "anonymous", l.anonymous(d.auth.Policy()).String())
 	}
 	status := fmt.Sprintf("serving %d backends, %d meters, %d receipts in the chain", len(n.Backends()), len(n.Meters()), n.Stores.Log.Durable())
 	if err := d.notify.Ready(status); err != nil {
@@ -203,6 +232,9 @@ loop:
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				d.reload(ctx)
+				if hooks.reloaded != nil {
+					hooks.reloaded()
+				}
 				continue
 			}
 			d.log.Info("stopping", "signal", sig.String())
@@ -244,11 +276,26 @@ func (d *daemon) storageStatus(err error) {
 	}
 }
 
-func (d *daemon) listen(c config.Listen) ([]net.Listener, error) {
-	var lns []net.Listener
-	fail := func(err error) ([]net.Listener, error) {
-		for _, ln := range lns {
-			ln.Close()
+// listener is one bound listener and what it grants a caller without
+// credentials.
+type listener struct {
+	ln    net.Listener
+	class auth.Class
+	tls   bool
+}
+
+func (l listener) anonymous(p *auth.Policy) auth.Roles {
+	if l.class == auth.Public {
+		return p.PublicAnonymous
+	}
+	return p.Anonymous
+}
+
+func (d *daemon) listen(c config.Listen) ([]listener, error) {
+	var lns []listener
+	fail := func(err error) ([]listener, error) {
+		for _, l := range lns {
+			l.ln.Close()
 		}
 		return nil, err
 	}
@@ -257,7 +304,18 @@ func (d *daemon) listen(c config.Listen) ([]net.Listener, error) {
 		if err != nil {
 			return fail(fmt.Errorf("listen on %s: %w", a, err))
 		}
-		lns = append(lns, ln)
+		// The class goes by the address bound, never by the peer's: on
+		// a listener open to every interface a connection from 127.0.0.1
+		// may be a proxy relaying anyone.
+		host, _, _ := net.SplitHostPort(a)
+		l := listener{ln: ln, class: auth.Public}
+		if auth.IsLoopbackHost(host) {
+			l.class = auth.Loopback
+		}
+		if d.tls != nil {
+			l.ln, l.tls = tls.NewListener(ln, d.tls.Config()), true
+		}
+		lns = append(lns, l)
 	}
 	if c.Unix != "" {
 		// A socket file left by a killed meshd would make the bind fail;
@@ -278,9 +336,45 @@ func (d *daemon) listen(c config.Listen) ([]net.Listener, error) {
 			return fail(err)
 		}
 		d.unixPath = c.Unix
-		lns = append(lns, ln)
+		lns = append(lns, listener{ln: ln, class: auth.Unix})
 	}
 	return lns, nil
+}
+
+// logAuth says at start and on reload who may do what, loudly when a
+// caller without credentials may make the steward sign.
+func (d *daemon) logAuth(p *auth.Policy, cfg *config.Config) {
+	args := []any{"anonymous_local", p.Anonymous.String(), "anonymous_public", p.PublicAnonymous.String(),
+		"tokens", len(p.Tokens), "certs", len(p.Certs), "peers", len(p.Peers), "tls", cfg.Listen.TLS.Enabled()}
+	switch {
+	case p.PublicAnonymous != 0:
+		d.log.Warn("auth.insecure_public: callers without credentials beyond loopback may "+p.PublicAnonymous.String(), args...)
+	case p.Anonymous.Has(auth.Operate) || p.Anonymous.Has(auth.Serve):
+		d.log.Info("authentication: callers on loopback and the socket need no credentials", args...)
+	default:
+		d.log.Info("authentication", args...)
+	}
+}
+
+// reloadAuth rereads the tokens file and the TLS files; on error the
+// ones in force stay.
+func (d *daemon) reloadAuth(cfg *config.Config) error {
+	pol, err := cfg.AuthPolicy()
+	if err != nil {
+		return fmt.Errorf("authentication: %w", err)
+	}
+	if d.tls != nil {
+		if !cfg.Listen.TLS.Enabled() {
+			d.log.Warn("listen.tls removed: the listeners keep TLS until restart")
+		} else if err := d.tls.Reload(cfg.Listen.TLS.Files()); err != nil {
+			return fmt.Errorf("listen.tls: %w", err)
+		}
+	} else if cfg.Listen.TLS.Enabled() {
+		d.log.Warn("listen.tls added: the listeners speak TLS only after a restart")
+	}
+	d.auth.Set(pol)
+	d.logAuth(pol, cfg)
+	return nil
 }
 
 // reload rereads the configuration and applies what may change while
@@ -291,6 +385,10 @@ func (d *daemon) reload(ctx context.Context) {
 	cfg, err := config.Load(d.path)
 	if err != nil {
 		d.log.Error("reload refused: the configuration has problems; keeping the running one", "err", err)
+		return
+	}
+	if err := d.reloadAuth(cfg); err != nil {
+		d.log.Error("reload refused: keeping the running credentials and configuration", "err", err)
 		return
 	}
 	if err := d.node.Reload(ctx, cfg); err != nil {

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -22,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"meshd/auth"
 	"meshd/engine"
 	"meshd/steward"
 	"meshd/wire"
@@ -47,7 +49,13 @@ type Config struct {
 	// Backoff is how long a node that failed is passed over (default 10 s;
 	// it doubles with each consecutive failure up to 5 minutes).
 	Backoff time.Duration
-	// Client is the HTTP client; nil is a default one.
+	// TokenFile holds the bearer token presented to the node; it is read
+	// at each forward, so a rotated token needs no restart.
+	TokenFile string
+	// TLS trusts the node (its CA or a pin of its certificate) and holds
+	// a client certificate; nil is the system's roots.
+	TLS *tls.Config
+	// Client is the HTTP client; nil is one using TLS.
 	Client *http.Client
 	// Now is the clock for the backoff; nil is time.Now.
 	Now func() time.Time
@@ -82,7 +90,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Backoff = 10 * time.Second
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{}
+		cfg.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.TLS, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 16}}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -168,6 +176,13 @@ func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt [
 		return engine.Result{}, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if b.cfg.TokenFile != "" {
+		tok, err := auth.ReadSecret(b.cfg.TokenFile)
+		if err != nil {
+			return engine.Result{}, b.fail(err)
+		}
+		hreq.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := b.cfg.Client.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {

@@ -3,6 +3,10 @@
 //
 //   MESHD_URL=http://127.0.0.1:8477 node test/openai/test.mjs
 //
+// With MESHD_API_KEY set, that bearer token is the client's API key and
+// the script also checks that a wrong key is refused as OpenAI refuses
+// one (401, AuthenticationError, code invalid_api_key).
+//
 // For every receipt received it prints one line "receipt SEQ ID" on
 // stdout, so the caller can check the daemon's log against them
 // (agent/api/openai_test.go does). Any failure exits 1 naming the check.
@@ -16,7 +20,9 @@ if (!base) {
 
 // maxRetries 0: a retried serve would seal a second receipt the script
 // never sees, and the count check would then blame the daemon.
-const client = new OpenAI({ baseURL: base.replace(/\/+$/, '') + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+const apiKey = process.env.MESHD_API_KEY || undefined;
+const baseURL = base.replace(/\/+$/, '') + '/v1';
+const client = new OpenAI({ baseURL, apiKey: apiKey ?? 'unused', maxRetries: 0, timeout: 60_000 });
 
 class CheckError extends Error {}
 
@@ -88,6 +94,24 @@ const checks = [
     receipt(last?.receipt, 'completions stream (last chunk)');
   }],
 ];
+
+if (apiKey) {
+  checks.push(['models with the key', async () => {
+    const page = await client.models.list();
+    check(Array.isArray(page.data) && page.data.length > 0, `want models, got ${JSON.stringify(page.data)}`);
+  }]);
+  checks.push(['a wrong key is refused', async () => {
+    const wrong = new OpenAI({ baseURL, apiKey: 'mshd_not-the-key', maxRetries: 0, timeout: 60_000 });
+    try {
+      await wrong.completions.create({ model: 'meshd', prompt: 'let me in', max_tokens: 2 });
+    } catch (e) {
+      check(e instanceof OpenAI.AuthenticationError, `want AuthenticationError, got ${e?.constructor?.name}: ${e?.message}`);
+      check(e.status === 401 && e.code === 'invalid_api_key', `want 401 invalid_api_key, got ${e.status} ${e.code}`);
+      return;
+    }
+    check(false, 'a wrong key was served');
+  }]);
+}
 
 let failed = 0;
 for (const [name, fn] of checks) {

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 
+	"meshd/auth"
 	"meshd/steward"
 )
 
@@ -31,6 +32,8 @@ const DefaultAddr = "127.0.0.1:8477"
 type Client struct {
 	base string
 	hc   *http.Client
+	// token, when set, is presented as a bearer token on every request.
+	token string
 
 	mu      sync.Mutex
 	steward ed25519.PublicKey
@@ -40,7 +43,42 @@ type Client struct {
 // concurrent callers, say). rt replaces c's dialing too: for a unix socket
 // it must dial the socket itself.
 func (c *Client) WithTransport(rt http.RoundTripper) *Client {
-	return &Client{base: c.base, hc: &http.Client{Transport: rt}, steward: c.steward}
+	return &Client{base: c.base, hc: &http.Client{Transport: rt}, steward: c.steward, token: c.token}
+}
+
+// Credentials are what a client presents to meshd and how it trusts the
+// server: a bearer token, and for https the server's CA or certificate
+// pin and a client certificate.
+type Credentials struct {
+	Token string
+	TLS   auth.ClientFiles
+}
+
+// NewWith is New presenting cr. TLS settings need an https:// address.
+func NewWith(addr string, cr Credentials) (*Client, error) {
+	c, err := New(addr)
+	if err != nil {
+		return nil, err
+	}
+	c.token = cr.Token
+	if !cr.TLS.Empty() {
+		if !strings.HasPrefix(c.base, "https://") {
+			return nil, fmt.Errorf("meshd address %q: a CA, a certificate pin or a client certificate needs an https:// address", addr)
+		}
+		tc, err := auth.ClientTLS(cr.TLS)
+		if err != nil {
+			return nil, err
+		}
+		c.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
+	}
+	return c, nil
+}
+
+// authorize sets the bearer token on req.
+func (c *Client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 }
 
 // New returns a client for addr: "host:port", "http://host:port", or a
@@ -99,6 +137,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*http.R
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	c.authorize(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("meshd: %w", err)

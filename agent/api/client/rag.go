@@ -96,6 +96,7 @@ func (c *Client) ragCall(ctx context.Context, org, name, proc string, args map[s
 	}
 	req.Header.Set("Content-Type", "application/cbor")
 	req.Header.Set("Accept", "application/cbor")
+	c.authorize(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("meshd: %w", err)
