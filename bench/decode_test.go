@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestDecodeCanonical: for canonical files decodeCanonical gives exactly
+// what Decode gives, the same report or the same error, on a real report
+// and on canonical texts shaped to trip its cut: an envelope with an
+// escape, member names encoding/json would also read into the chain or
+// its envelopes, an envelope that is not a string, an empty chain, a
+// type error after the envelopes, an unknown member.
+func TestDecodeCanonical(t *testing.T) {
+	s := startStack(t, fmt.Sprintf(benchBackends, ""))
+	path, _ := runToFile(t, s, testWorkload(t, ""), false, nil)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace := func(old, new string) []byte {
+		t.Helper()
+		if !bytes.Contains(data, []byte(old)) {
+			t.Fatalf("no %q in the report", old)
+		}
+		return bytes.Replace(data, []byte(old), []byte(new), 1)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		cut  bool // whether the fast path should take it
+		ok   bool // whether it decodes
+	}{
+		{"the report", data, true, true},
+		{"an envelope with an escape", replace(`"envelopes":["`, `"envelopes":["\n`), false, true},
+		{"an envelope that is not a string", replace(`"envelopes":["`, `"envelopes":[1,"`), false, false},
+		{"no envelopes", replace(`"envelopes":["`, `"envelopes":[],"envelopez":["`), false, false},
+		{"a second chain member", replace(`"body":{`, `"body":{"Chain":{"first":5},`), false, true},
+		{"a second envelopes member", replace(`"chain":{`, `"chain":{"Envelopes":["a"],`), false, true},
+		{"a second body member", replace(`{"body":{`, `{"BODY":{"format":"x"},"body":{`), false, true},
+		{"a type error after the envelopes", replace(`"interval_ms":`, `"interval_ms":"x","interval_msx":`), false, false},
+		{"an unknown member", replace(`{"body":{`, `{"a":1,"body":{`), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !canonicalFile(tc.data) {
+				t.Fatal("the case is not canonical: it tests nothing")
+			}
+			if got := decodeCut(tc.data) != nil; got != tc.cut {
+				t.Errorf("the cut takes it: %v, want %v", got, tc.cut)
+			}
+			want, werr := Decode(tc.data)
+			got, gerr := decodeCanonical(tc.data)
+			if (werr == nil) != tc.ok {
+				t.Fatalf("Decode: %v, want it to decode %v", werr, tc.ok)
+			}
+			if fmt.Sprint(gerr) != fmt.Sprint(werr) || !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeCanonical: %v (%d envelopes); Decode: %v (%d envelopes)", gerr, envCount(got), werr, envCount(want))
+			}
+		})
+	}
+	// The cut's strings are the envelopes themselves.
+	if rep := decodeCut(data); rep == nil || len(rep.Body.Chain.Envelopes) == 0 || !strings.Contains(string(data), `"`+rep.Body.Chain.Envelopes[0]+`"`) {
+		t.Fatal("the cut does not read the envelopes")
+	}
+}
+
+func envCount(r *Report) int {
+	if r == nil {
+		return -1
+	}
+	return len(r.Body.Chain.Envelopes)
+}
