@@ -74,3 +74,38 @@ func envCount(r *Report) int {
 	}
 	return len(r.Body.Chain.Envelopes)
 }
+
+// TestSkipString: skipString ends a string where a byte-by-byte reading
+// of its escapes does, over every string of up to seven bytes drawn from
+// a quote, a backslash and a letter.
+func TestSkipString(t *testing.T) {
+	slow := func(b []byte, i int) int {
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return len(b)
+	}
+	alphabet := []byte{'"', '\\', 'a'}
+	var walk func(b []byte)
+	walk = func(b []byte) {
+		for i := range b {
+			if b[i] == '"' {
+				if got, want := skipString(b, i), slow(b, i); got != want {
+					t.Fatalf("skipString(%q, %d) = %d, want %d", b, i, got, want)
+				}
+			}
+		}
+		if len(b) == 7 {
+			return
+		}
+		for _, c := range alphabet {
+			walk(append(b, c))
+		}
+	}
+	walk(nil)
+}

@@ -536,30 +536,32 @@ func pathAt(data []byte, off int64) string {
 // receipts by sequence, or the first problem with its place named.
 func openSegment(ch Chain, key []byte) (map[uint64]*steward.Opened, []*steward.Opened, error) {
 	bySeq := make(map[uint64]*steward.Opened, len(ch.Envelopes))
-	var list []*steward.Opened
+	list := make([]*steward.Opened, 0, len(ch.Envelopes))
 	var prev *steward.Opened
 	var idle steward.IdleLinks // x_idle_record names an idle record of the segment
 	for i, s := range ch.Envelopes {
 		seq := ch.First + uint64(i)
-		where := fmt.Sprintf("chain.envelopes[%d] (receipt sequence %d)", i, seq)
+		// Named only for a problem: ten thousand names cost more than
+		// the links they would name.
+		where := func() string { return fmt.Sprintf("chain.envelopes[%d] (receipt sequence %d)", i, seq) }
 		env, err := base64.StdEncoding.Strict().DecodeString(s)
 		if err != nil {
-			return nil, nil, at(where, "not base64: %w", err)
+			return nil, nil, at(where(), "not base64: %w", err)
 		}
 		o, err := steward.OpenEnvelope(env, key)
 		if err != nil {
-			return nil, nil, &placed{place: where, err: err}
+			return nil, nil, &placed{place: where(), err: err}
 		}
 		if o.Receipt.Sequence != seq {
-			return nil, nil, at(where, "the envelope is sequence %d", o.Receipt.Sequence)
+			return nil, nil, at(where(), "the envelope is sequence %d", o.Receipt.Sequence)
 		}
 		if prev != nil {
 			if err := steward.CheckLink(prev, o); err != nil {
-				return nil, nil, at(where, "does not follow sequence %d: %w", prev.Receipt.Sequence, err)
+				return nil, nil, at(where(), "does not follow sequence %d: %w", prev.Receipt.Sequence, err)
 			}
 		}
 		if err := idle.Add(o.Receipt); err != nil {
-			return nil, nil, &placed{place: where, err: err}
+			return nil, nil, &placed{place: where(), err: err}
 		}
 		bySeq[seq] = o
 		list = append(list, o)

@@ -427,35 +427,38 @@ func (v *Verified) checkServes(body *Body) []Problem {
 	add := func(place, format string, a ...any) { out = append(out, problemf(place, format, a...)) }
 	w := &body.Workload
 	run := body.Run.Open.Sequence
-	seen := map[uint64]int{}
+	seen := make(map[uint64]int, len(body.Serves))
 	for i := range body.Serves {
 		s := &body.Serves[i]
-		where := fmt.Sprintf("serves[%d] (serve %d, %s %s)", i, s.Index, Cell{s.PromptWords, s.MaxTokens}, repName(s))
+		// Named only for a problem.
+		where := func() string {
+			return fmt.Sprintf("serves[%d] (serve %d, %s %s)", i, s.Index, Cell{s.PromptWords, s.MaxTokens}, repName(s))
+		}
 		if j, dup := seen[s.Sequence]; dup {
-			add(where, "sequence %d is also serves[%d]'s", s.Sequence, j)
+			add(where(), "sequence %d is also serves[%d]'s", s.Sequence, j)
 			continue
 		}
 		seen[s.Sequence] = i
 		o := v.bySeq[s.Sequence]
 		if o == nil {
-			add(where, "its receipt (sequence %d) is not in the chain segment", s.Sequence)
+			add(where(), "its receipt (sequence %d) is not in the chain segment", s.Sequence)
 			continue
 		}
 		r := o.Receipt
 		id, err := benchRequestID(w, s)
 		switch {
 		case err != nil:
-			add(where, "%v", err)
+			add(where(), "%v", err)
 		case r.Record != nil:
-			add(where, "receipt %d is %s, not a serve", s.Sequence, recordKind(r))
+			add(where(), "receipt %d is %s, not a serve", s.Sequence, recordKind(r))
 		case r.Run == nil || *r.Run != run:
-			add(where, "receipt %d was sealed in %s, not in this run (%d)", s.Sequence, runName(r.Run), run)
+			add(where(), "receipt %d was sealed in %s, not in this run (%d)", s.Sequence, runName(r.Run), run)
 		case r.RequestID != id:
-			add(where, "receipt %d answers request %s, not this serve's %s", s.Sequence, r.RequestID, id)
+			add(where(), "receipt %d answers request %s, not this serve's %s", s.Sequence, r.RequestID, id)
 		case body.Status.Complete && r.Recipe != w.Model.Resolved:
-			add(where, "receipt %d names recipe %s, the workload %s", s.Sequence, r.Recipe, w.Model.Resolved)
+			add(where(), "receipt %d names recipe %s, the workload %s", s.Sequence, r.Recipe, w.Model.Resolved)
 		case body.Status.Complete && body.Idle.Backend != "" && r.Backend != body.Idle.Backend:
-			add(where, "receipt %d was served by %s, the run's backend is %s", s.Sequence, r.Backend, body.Idle.Backend)
+			add(where(), "receipt %d was served by %s, the run's backend is %s", s.Sequence, r.Backend, body.Idle.Backend)
 		}
 		// In an incomplete run such a serve is the one that stopped it
 		// (the router chose another backend): listed, in no figure.
@@ -605,14 +608,24 @@ func canonicalSpans(obj []byte) ([]memberSpan, error) {
 }
 
 // skipString is the index just past the JSON string that begins at i.
+// It looks for each quote with bytes.IndexByte rather than byte by byte
+// (a report is mostly long base64 strings): a quote ends the string
+// unless an odd run of backslashes stands before it.
 func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
+	for j := i + 1; j < len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
 		}
+		q := j + k
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
 	return len(b)
 }
