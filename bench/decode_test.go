@@ -3,10 +3,13 @@ package bench
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"lukechampine.com/blake3"
 )
 
 // TestDecodeCanonical: for canonical files decodeCanonical gives exactly
@@ -108,4 +111,28 @@ func TestSkipString(t *testing.T) {
 		}
 	}
 	walk(nil)
+}
+
+// TestBenchPromptStream: the prompt's words are BLAKE3's output stream
+// read through the XOF at every length, on both sides of the 64 bytes
+// that Sum512 gives.
+func TestBenchPromptStream(t *testing.T) {
+	for _, words := range []int{0, 1, 4, 16, 63, 64, 65, 100, 300} {
+		for _, warm := range []bool{false, true} {
+			seed := fmt.Sprintf("meshd-bench/v1 prompt=%d output=%d rep=%d warmup=%t", words, 8, 3, warm)
+			x := blake3.New(32, nil)
+			x.Write([]byte(seed))
+			buf := make([]byte, words)
+			if _, err := io.ReadFull(x.XOF(), buf); err != nil {
+				t.Fatal(err)
+			}
+			ws := make([]string, words)
+			for i, v := range buf {
+				ws[i] = benchWords[int(v)%len(benchWords)]
+			}
+			if got, want := benchPrompt(words, 8, 3, warm), strings.Join(ws, " "); got != want {
+				t.Errorf("%d words (warm-up %v): %q, the stream gives %q", words, warm, got, want)
+			}
+		}
+	}
 }
