@@ -38,24 +38,37 @@ func medianCI(xs []int64) *MedianCI {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	total := new(big.Int).Lsh(big.NewInt(1), uint(n)) // 2ⁿ
-	// coverage(l) = (2ⁿ − 2·Σ_{i<l} C(n, i)) / 2ⁿ.
+	// coverage(l) = (2ⁿ − 2·Σ_{i<l} C(n, i)) / 2ⁿ, floored to ppm: the
+	// division by 2ⁿ is a shift (the numerator is positive: the sum runs
+	// below the middle, under 2ⁿ⁻¹). The scratch integers are reused:
+	// ten thousand repetitions make ten-thousand-bit sums.
+	ppm := big.NewInt(1_000_000)
+	num, k := new(big.Int), new(big.Int)
 	coverage := func(cum *big.Int) int64 {
-		num := new(big.Int).Sub(total, new(big.Int).Lsh(cum, 1))
-		num.Mul(num, big.NewInt(1_000_000))
-		return num.Quo(num, total).Int64()
+		num.Lsh(cum, 1)
+		num.Sub(total, num)
+		num.Mul(num, ppm)
+		return num.Rsh(num, uint(n)).Int64()
 	}
-	// cum = Σ_{i<l} C(n, i), starting at l = 1 with C(n, 0).
+	// cum = Σ_{i<l} C(n, i), starting at l = 1 with C(n, 0). The loop
+	// stops at the first l whose coverage is under the target, which
+	// (a floor being under an integer exactly when its argument is) is
+	// 2·10⁶·cum > (10⁶ − target)·2ⁿ: a multiplication and a comparison
+	// per rank, the coverage itself taken once, for the rank chosen.
 	cum, c := big.NewInt(1), big.NewInt(1)
-	best, bestCov := 1, coverage(cum)
+	limit := new(big.Int).Lsh(big.NewInt(1_000_000-MedianCIConfidencePPM), uint(n))
+	twoPPM := big.NewInt(2_000_000)
+	best := 1
 	for l := 2; 2*l <= n+1; l++ {
-		c.Mul(c, big.NewInt(int64(n-l+2))) // C(n, l−1) from C(n, l−2)
-		c.Quo(c, big.NewInt(int64(l-1)))
+		c.Mul(c, k.SetInt64(int64(n-l+2))) // C(n, l−1) from C(n, l−2)
+		c.Quo(c, k.SetInt64(int64(l-1)))
 		cum.Add(cum, c)
-		cov := coverage(cum)
-		if cov < MedianCIConfidencePPM {
+		if num.Mul(cum, twoPPM).Cmp(limit) > 0 {
+			cum.Sub(cum, c) // back to best's sum
 			break
 		}
-		best, bestCov = l, cov
+		best = l
 	}
+	bestCov := coverage(cum)
 	return &MedianCI{Lo: Milli(s[best-1]), Hi: Milli(s[n-best]), Rank: best, ConfidencePPM: bestCov}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math/big"
 	"math/rand/v2"
 	"testing"
 )
@@ -59,5 +60,65 @@ func TestMedianCICoverage(t *testing.T) {
 		if got := int64(hit) * 1_000_000 / trials; got < conf-15_000 {
 			t.Errorf("n=%d: covered %d ppm of trials, the interval states %d", n, got, conf)
 		}
+	}
+}
+
+// TestMedianCIExact: the rank and coverage are the exact binomial
+// figures for every n up to 300, against the definition summed afresh
+// for each rank with big.Int.Binomial, and for a few large n against the
+// same sum taken term by term with a full division by 2ⁿ.
+func TestMedianCIExact(t *testing.T) {
+	// coverage is 1 − 2·P(Bin(n, ½) ≤ l − 1) in ppm, floored, from cum =
+	// Σ_{i<l} C(n, i).
+	coverage := func(n int, cum *big.Int) int64 {
+		total := new(big.Int).Lsh(big.NewInt(1), uint(n))
+		num := new(big.Int).Sub(total, new(big.Int).Mul(cum, big.NewInt(2)))
+		num.Mul(num, big.NewInt(1_000_000))
+		return num.Quo(num, total).Int64()
+	}
+	byDefinition := func(n int) (int, int64) {
+		cov := func(l int) int64 {
+			cum := new(big.Int)
+			for i := 0; i < l; i++ {
+				cum.Add(cum, new(big.Int).Binomial(int64(n), int64(i)))
+			}
+			return coverage(n, cum)
+		}
+		best := 1
+		for l := 2; 2*l <= n+1 && cov(l) >= MedianCIConfidencePPM; l++ {
+			best = l
+		}
+		return best, cov(best)
+	}
+	termByTerm := func(n int) (int, int64) {
+		cum, c := big.NewInt(1), big.NewInt(1)
+		best, bestCov := 1, coverage(n, cum)
+		for l := 2; 2*l <= n+1; l++ {
+			c.Mul(c, big.NewInt(int64(n-l+2)))
+			c.Quo(c, big.NewInt(int64(l-1)))
+			cum.Add(cum, c)
+			cov := coverage(n, cum)
+			if cov < MedianCIConfidencePPM {
+				break
+			}
+			best, bestCov = l, cov
+		}
+		return best, bestCov
+	}
+	check := func(n int, want func(int) (int, int64)) {
+		xs := make([]int64, n)
+		for i := range xs {
+			xs[i] = int64(i)
+		}
+		ci := medianCI(xs)
+		if rank, ppm := want(n); ci.Rank != rank || ci.ConfidencePPM != ppm {
+			t.Errorf("n=%d: rank %d, %d ppm; want rank %d, %d ppm", n, ci.Rank, ci.ConfidencePPM, rank, ppm)
+		}
+	}
+	for n := 1; n <= 300; n++ {
+		check(n, byDefinition)
+	}
+	for _, n := range []int{1000, 4097, 9999} {
+		check(n, termByTerm)
 	}
 }

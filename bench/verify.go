@@ -122,7 +122,17 @@ func (n Node) Label() string {
 // problem is the most specific. trust, when set, is the key the report
 // must be signed with.
 func Verify(data []byte, trust ed25519.PublicKey) (*Verified, []Problem) {
-	rep, err := Decode(data)
+	// Canonical form: every byte of the file is significant. The scan
+	// comes first: a canonical file is decoded without the chain's
+	// envelopes passing through encoding/json.
+	canonical := canonicalFile(data)
+	var rep *Report
+	var err error
+	if canonical {
+		rep, err = decodeCanonical(data)
+	} else {
+		rep, err = Decode(data)
+	}
 	if err != nil {
 		return nil, []Problem{{Place: "file", What: err.Error()}}
 	}
@@ -130,11 +140,11 @@ func Verify(data []byte, trust ed25519.PublicKey) (*Verified, []Problem) {
 	var problems []Problem
 	add := func(place, format string, a ...any) { problems = append(problems, problemf(place, format, a...)) }
 	body := &rep.Body
-
-	// Canonical form: every byte of the file is significant.
-	cp := canonicalProblems(data)
-	canonical := len(cp) == 0
-	problems = append(problems, cp...)
+	if !canonical {
+		cp := canonicalProblems(data)
+		canonical = len(cp) == 0
+		problems = append(problems, cp...)
+	}
 	if body.Format != Format {
 		add("format", "%q, want %q", body.Format, Format)
 	}
@@ -417,35 +427,38 @@ func (v *Verified) checkServes(body *Body) []Problem {
 	add := func(place, format string, a ...any) { out = append(out, problemf(place, format, a...)) }
 	w := &body.Workload
 	run := body.Run.Open.Sequence
-	seen := map[uint64]int{}
+	seen := make(map[uint64]int, len(body.Serves))
 	for i := range body.Serves {
 		s := &body.Serves[i]
-		where := fmt.Sprintf("serves[%d] (serve %d, %s %s)", i, s.Index, Cell{s.PromptWords, s.MaxTokens}, repName(s))
+		// Named only for a problem.
+		where := func() string {
+			return fmt.Sprintf("serves[%d] (serve %d, %s %s)", i, s.Index, Cell{s.PromptWords, s.MaxTokens}, repName(s))
+		}
 		if j, dup := seen[s.Sequence]; dup {
-			add(where, "sequence %d is also serves[%d]'s", s.Sequence, j)
+			add(where(), "sequence %d is also serves[%d]'s", s.Sequence, j)
 			continue
 		}
 		seen[s.Sequence] = i
 		o := v.bySeq[s.Sequence]
 		if o == nil {
-			add(where, "its receipt (sequence %d) is not in the chain segment", s.Sequence)
+			add(where(), "its receipt (sequence %d) is not in the chain segment", s.Sequence)
 			continue
 		}
 		r := o.Receipt
 		id, err := benchRequestID(w, s)
 		switch {
 		case err != nil:
-			add(where, "%v", err)
+			add(where(), "%v", err)
 		case r.Record != nil:
-			add(where, "receipt %d is %s, not a serve", s.Sequence, recordKind(r))
+			add(where(), "receipt %d is %s, not a serve", s.Sequence, recordKind(r))
 		case r.Run == nil || *r.Run != run:
-			add(where, "receipt %d was sealed in %s, not in this run (%d)", s.Sequence, runName(r.Run), run)
+			add(where(), "receipt %d was sealed in %s, not in this run (%d)", s.Sequence, runName(r.Run), run)
 		case r.RequestID != id:
-			add(where, "receipt %d answers request %s, not this serve's %s", s.Sequence, r.RequestID, id)
+			add(where(), "receipt %d answers request %s, not this serve's %s", s.Sequence, r.RequestID, id)
 		case body.Status.Complete && r.Recipe != w.Model.Resolved:
-			add(where, "receipt %d names recipe %s, the workload %s", s.Sequence, r.Recipe, w.Model.Resolved)
+			add(where(), "receipt %d names recipe %s, the workload %s", s.Sequence, r.Recipe, w.Model.Resolved)
 		case body.Status.Complete && body.Idle.Backend != "" && r.Backend != body.Idle.Backend:
-			add(where, "receipt %d was served by %s, the run's backend is %s", s.Sequence, r.Backend, body.Idle.Backend)
+			add(where(), "receipt %d was served by %s, the run's backend is %s", s.Sequence, r.Backend, body.Idle.Backend)
 		}
 		// In an incomplete run such a serve is the one that stopped it
 		// (the router chose another backend): listed, in no figure.
@@ -539,10 +552,30 @@ func fileDigests(data []byte, canonical bool) (map[string]string, error) {
 // whitespace) into its members' values, by a scan that only tracks
 // strings and nesting: the file was parsed already.
 func canonicalMembers(obj []byte) (map[string][]byte, error) {
+	spans, err := canonicalSpans(obj)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(spans))
+	for _, m := range spans {
+		out[m.key] = obj[m.start:m.end]
+	}
+	return out, nil
+}
+
+// memberSpan is a member of a JSON object: its name, and where its value
+// lies in the object's bytes.
+type memberSpan struct {
+	key        string
+	start, end int
+}
+
+// canonicalSpans is canonicalMembers' scan, in the object's order.
+func canonicalSpans(obj []byte) ([]memberSpan, error) {
 	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
 		return nil, errors.New("not a JSON object")
 	}
-	out := map[string][]byte{}
+	var out []memberSpan
 	i := 1
 	for i < len(obj)-1 {
 		if obj[i] != '"' {
@@ -568,21 +601,31 @@ func canonicalMembers(obj []byte) (map[string][]byte, error) {
 			}
 		}
 	member:
-		out[key] = obj[start:j]
+		out = append(out, memberSpan{key, start, j})
 		i = j + 1
 	}
 	return out, nil
 }
 
 // skipString is the index just past the JSON string that begins at i.
+// It looks for each quote with bytes.IndexByte rather than byte by byte
+// (a report is mostly long base64 strings): a quote ends the string
+// unless an odd run of backslashes stands before it.
 func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
+	for j := i + 1; j < len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
 		}
+		q := j + k
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
 	return len(b)
 }
@@ -605,6 +648,9 @@ func canonicalMember(data []byte, name string) ([]byte, error) {
 // newline, naming the byte and the member where it is not. Bench and
 // fleet reports share it.
 func canonicalProblems(data []byte) []Problem {
+	if canonicalFile(data) {
+		return nil
+	}
 	c, err := rag.Canonical(bytes.TrimSuffix(data, []byte("\n")))
 	if err != nil {
 		return []Problem{problemf("file", "not canonical JSON: %v", err)}
@@ -617,6 +663,13 @@ func canonicalProblems(data []byte) []Problem {
 		return []Problem{problemf("file", "not in canonical form (RFC 8785, one line) from byte %d, in %s", i, pathAt(data, int64(i)))}
 	}
 	return nil
+}
+
+// canonicalFile is whether data is its own RFC 8785 form and one
+// newline, by a scan: canonicalProblems finds nothing exactly then.
+func canonicalFile(data []byte) bool {
+	n := len(data)
+	return n > 0 && data[n-1] == '\n' && rag.IsCanonical(data[:n-1])
 }
 
 // digestProblems compares the digests a report states with those of its
