@@ -92,14 +92,21 @@ func New(key *Key, log *Log, opt Options) *Steward {
 	return s
 }
 
-// Storage returns nil while the steward's log takes writes, else why not
-// (wrapping ErrStorage), after trying to heal it: a serve asks before it
-// does any work that could not be sealed.
+// Storage returns nil while the steward's log takes writes and its
+// Admit (a disk budget) lets another receipt in, else why not (wrapping
+// ErrStorage), after trying to heal the log: a serve asks before it does
+// any work that could not be sealed.
 func (s *Steward) Storage() error {
 	if s.log == nil {
 		return nil // a steward that builds but never seals
 	}
-	return s.log.Storage()
+	if err := s.log.Storage(); err != nil {
+		return err
+	}
+	if s.admit != nil {
+		return s.admit()
+	}
+	return nil
 }
 
 // Public returns the steward's public key: its identity, the COSE kid.

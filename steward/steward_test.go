@@ -270,3 +270,22 @@ func TestKeyFiles(t *testing.T) {
 		t.Fatal("garbage key accepted")
 	}
 }
+
+// A serve asks Storage before any work: an Admit that refuses (a disk
+// budget with nothing left to archive) refuses it there, as a log that
+// refuses writes does, not only at the seal after the engine ran.
+func TestStorageAsksAdmit(t *testing.T) {
+	k := testKey(t)
+	_, l, _ := openTestLog(t, filepath.Join(t.TempDir(), "receipts"), k, LogOptions{NoSync: true, CheckpointEvery: -1})
+	defer l.Close()
+	full := fmt.Errorf("%w: the log is at its budget", ErrStorage)
+	var refuse error
+	st := New(k, l, Options{Admit: func() error { return refuse }})
+	if err := st.Storage(); err != nil {
+		t.Fatalf("storage with room: %v", err)
+	}
+	refuse = full
+	if err := st.Storage(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("storage at the budget: %v, want ErrStorage", err)
+	}
+}
