@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -84,7 +83,7 @@ func Run(ctx context.Context, c *client.Client, w *Workload, o Options) (*Report
 	open, err := c.OpenRun(ctx, client.RunOpen{WorkloadSHA256: wsum, Repetitions: uint64(w.Matrix.Repetitions),
 		ServesDeclared: uint64(len(warm) + len(measured)), Harness: harness, Caller: caller})
 	if err != nil {
-		return nil, refusal("opening the run (POST /v1/runs)", err)
+		return nil, client.Refusal("opening the run (POST /v1/runs)", err)
 	}
 	run := open.Sequence
 	body.Run.Open = RecordRef{Sequence: run, Document: base64.StdEncoding.EncodeToString(open.Document)}
@@ -141,7 +140,7 @@ func Run(ctx context.Context, c *client.Client, w *Workload, o Options) (*Report
 	}
 	cl, err := c.CloseRunWith(fctx, run, client.RunClose{Reason: reason, TraceSHA256: traceSum})
 	if err != nil {
-		return nil, refusal(fmt.Sprintf("closing run %d (POST /v1/runs/%d/close)", run, run), err)
+		return nil, client.Refusal(fmt.Sprintf("closing run %d (POST /v1/runs/%d/close)", run, run), err)
 	}
 	cdoc, err := steward.DecodeRunCloseDoc(cl.Document)
 	if err != nil {
@@ -339,7 +338,7 @@ func (r *runner) serveOne(ctx context.Context, job Serve) error {
 	s, err := r.c.Serve(ctx, client.ServeRequest{Prompt: benchPrompt(job.PromptWords, job.MaxTokens, job.Rep, job.Warmup),
 		MaxTokens: uint32(job.MaxTokens), FidelityFloor: &fl, JouleCeilingUJ: r.w.Request.JouleCeilingUJ, Run: &run})
 	if err != nil {
-		return refusal(fmt.Sprintf("serve %d (%s)", job.Index, Cell{job.PromptWords, job.MaxTokens}), err)
+		return client.Refusal(fmt.Sprintf("serve %d (%s)", job.Index, Cell{job.PromptWords, job.MaxTokens}), err)
 	}
 	rc := s.Receipt.Receipt
 	if rc.Recipe != r.w.Model.Resolved || rc.Backend != r.backend {
@@ -558,33 +557,3 @@ func (quietProgress) End()                                {}
 
 // chainPage is the page size of a chain walk: the daemon's maximum.
 const chainPage = 1000
-
-// refusal turns a daemon's refusal into an error naming its reason (and
-// the router's justification when routing refused), so a script can match
-// on the code and a person sees why. The *client.Error stays reachable
-// with errors.As.
-func refusal(what string, err error) error {
-	var e *client.Error
-	if !errors.As(err, &e) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	code := e.Code
-	if code == "" {
-		code = "HTTP " + strconv.Itoa(e.Status)
-	}
-	msg := fmt.Sprintf("%s refused: %s: %s", what, code, e.Message)
-	if e.Route != "" && !strings.Contains(e.Message, e.Route) {
-		msg += " (route: " + e.Route + ")"
-	}
-	return &refusedError{msg: msg, err: err}
-}
-
-// refusedError says what the daemon refused once, rather than again in
-// the wrapped client error's own words.
-type refusedError struct {
-	msg string
-	err error
-}
-
-func (e *refusedError) Error() string { return e.msg }
-func (e *refusedError) Unwrap() error { return e.err }

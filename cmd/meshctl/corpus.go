@@ -231,6 +231,16 @@ func descriptionRefused(path string, err error) error {
 	return &refusedError{msg: msg, err: err}
 }
 
+// refusedError says what was refused once, rather than again in the
+// wrapped error's own words.
+type refusedError struct {
+	msg string
+	err error
+}
+
+func (e *refusedError) Error() string { return e.msg }
+func (e *refusedError) Unwrap() error { return e.err }
+
 // descriptionJSON is a description as sign prints it: only what the hash
 // and the signature cover, then the hash, the signature and the label.
 type descriptionJSON struct {
@@ -560,7 +570,7 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 				fmt.Fprintln(stdout, "refused: "+reason)
 				return descriptionRefused(source, err)
 			}
-			return refusal(client.ProcDescribeCorpus, err)
+			return client.Refusal(client.ProcDescribeCorpus, err)
 		}
 		check1 = fmt.Sprintf("It was fetched from the meshd at %s, an address you gave: meshctl cannot tell that\n"+
 			"    the node answering there is P. That binding is the caller's (macula:call/6 with\n"+
@@ -643,7 +653,7 @@ func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Wri
 		if _, _, ok := refusalText(err); ok {
 			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr.addr), err)
 		}
-		return refusal(client.ProcDescribeCorpus, err)
+		return client.Refusal(client.ProcDescribeCorpus, err)
 	}
 	recomputed := d.Hash()
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -728,11 +738,11 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 		if _, _, ok := refusalText(err); ok {
 			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr.addr), err)
 		}
-		return refusal(client.ProcDescribeCorpus, err)
+		return client.Refusal(client.ProcDescribeCorpus, err)
 	}
 	a, err := c.Answer(ctx, org, name, q)
 	if err != nil {
-		return refusal(client.ProcAnswerQuery, err)
+		return client.Refusal(client.ProcAnswerQuery, err)
 	}
 
 	// Every check; a failure is printed where it belongs and counted.

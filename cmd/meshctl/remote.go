@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,36 +85,6 @@ func (r *remoteFlags) dialAt(addr string) (*client.Client, error) {
 	}
 	return c, nil
 }
-
-// refusal turns a daemon's refusal into an error naming its reason (and
-// the router's justification when routing refused), so a script can match
-// on the code and a person sees why. The *client.Error stays reachable
-// with errors.As.
-func refusal(what string, err error) error {
-	var e *client.Error
-	if !errors.As(err, &e) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	code := e.Code
-	if code == "" {
-		code = "HTTP " + strconv.Itoa(e.Status)
-	}
-	msg := fmt.Sprintf("%s refused: %s: %s", what, code, e.Message)
-	if e.Route != "" && !strings.Contains(e.Message, e.Route) {
-		msg += " (route: " + e.Route + ")"
-	}
-	return &refusedError{msg: msg, err: err}
-}
-
-// refusedError says what the daemon refused once, rather than again in
-// the wrapped client error's own words.
-type refusedError struct {
-	msg string
-	err error
-}
-
-func (e *refusedError) Error() string { return e.msg }
-func (e *refusedError) Unwrap() error { return e.err }
 
 // isTerminal says whether w is a character device (a terminal): progress
 // lines and screen redraws are for people, a pipe gets plain lines.
@@ -200,7 +169,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if err != nil {
-		return refusal("serve", err)
+		return client.Refusal("serve", err)
 	}
 	printServed(stderr, s)
 	if s.SettlingError != "" {

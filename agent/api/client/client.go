@@ -493,3 +493,34 @@ func (c *Client) Meters(ctx context.Context) (Table, error) {
 	err := c.getJSON(ctx, "/v1/meters", &v)
 	return v.Meters, err
 }
+
+// Refusal turns a daemon's refusal into an error naming what was asked
+// and the daemon's reason (and the router's justification when routing
+// refused), so a script can match on the code and a person sees why. The
+// *Error stays reachable with errors.As; an error that is not the
+// daemon's answer is wrapped with what as its context.
+func Refusal(what string, err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	code := e.Code
+	if code == "" {
+		code = "HTTP " + strconv.Itoa(e.Status)
+	}
+	msg := fmt.Sprintf("%s refused: %s: %s", what, code, e.Message)
+	if e.Route != "" && !strings.Contains(e.Message, e.Route) {
+		msg += " (route: " + e.Route + ")"
+	}
+	return &refusedError{msg: msg, err: err}
+}
+
+// refusedError says what the daemon refused once, rather than again in
+// the wrapped client error's own words.
+type refusedError struct {
+	msg string
+	err error
+}
+
+func (e *refusedError) Error() string { return e.msg }
+func (e *refusedError) Unwrap() error { return e.err }
