@@ -542,7 +542,8 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 //
 // It also times the first output piece: ns from the serve's start to the
 // first piece an engine.OptionBackend emitted, on the agent's clock (nil
-// when the engine emitted nothing piece by piece).
+// when the engine emitted nothing piece by piece, as a child engine does
+// not when the caller takes the output whole: engine.Options.Whole).
 func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req wire.ServeRequest, prompt []byte, opts engine.Options, idle *spanIdle) (engine.Result, wire.Energy, wire.Metering, *uint64, error) {
 	*idle = spanIdle{}
 	if sb, ok := b.(engine.Slotted); ok {
@@ -566,6 +567,9 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req 
 		// first needs no lock; the caller's Emit, when there is one, still
 		// receives every piece.
 		emit := opts.Emit
+		// A caller that does not stream takes the output whole: the
+		// engine may answer whole rather than pay for pieces only timed.
+		opts.Whole = emit == nil
 		opts.Emit = func(p []byte) error {
 			if first == nil && len(p) > 0 {
 				ns := uint64(max(a.clock().Sub(start), 0).Nanoseconds())

@@ -51,6 +51,22 @@ func (s *slowStart) ServeWith(ctx context.Context, req wire.ServeRequest, p []by
 // emit piece by piece.
 type plainOnly struct{ engine.Backend }
 
+// wholeWhenAsked is an OptionBackend that answers whole, emitting
+// nothing, when the caller takes the output whole (engine.Options.Whole),
+// as a child engine does; it records the Whole it was handed.
+type wholeWhenAsked struct {
+	*engine.Reference
+	whole []bool
+}
+
+func (w *wholeWhenAsked) ServeWith(ctx context.Context, req wire.ServeRequest, p []byte, opts engine.Options) (engine.Result, error) {
+	w.whole = append(w.whole, opts.Whole)
+	if opts.Whole {
+		opts.Emit = nil
+	}
+	return w.Reference.ServeWith(ctx, req, p, opts)
+}
+
 func newClockedAgent(t *testing.T, clk *stepClock, meter Meter, b engine.Backend) *Agent {
 	t.Helper()
 	k, err := steward.NewKeyFromSeed(make([]byte, 32))
@@ -97,6 +113,10 @@ func TestFirstTokenMeasured(t *testing.T) {
 		{"meter's serve shorter", func(c *stepClock) engine.Backend { return &slowStart{ref, c, 300 * time.Microsecond} }, hw(200_000), false, ptr(200_000)},
 		{"no pieces", func(*stepClock) engine.Backend { return plainOnly{ref} }, nil, false, nil},
 		{"no pieces, caller streams", func(*stepClock) engine.Backend { return plainOnly{ref} }, nil, true, nil},
+		// A child engine answers a caller that does not stream whole: no
+		// piece, so no time is claimed; one that streams is timed.
+		{"answered whole", func(*stepClock) engine.Backend { return &wholeWhenAsked{Reference: ref} }, nil, false, nil},
+		{"answered whole, caller streams", func(*stepClock) engine.Backend { return &wholeWhenAsked{Reference: ref} }, nil, true, ptr(1000)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -123,6 +143,9 @@ func TestFirstTokenMeasured(t *testing.T) {
 			}
 			if c.callerOut && !bytes.Equal(got.Bytes(), resp.Output) {
 				t.Fatalf("the caller's Emit got %q, the output is %q", got.Bytes(), resp.Output)
+			}
+			if w, ok := a.table.Load().backends[0].(*wholeWhenAsked); ok && (len(w.whole) != 1 || w.whole[0] != !c.callerOut) {
+				t.Fatalf("the engine was handed Whole %v for a caller that streams: %v", w.whole, c.callerOut)
 			}
 		})
 	}

@@ -85,6 +85,13 @@ type Options struct {
 	// work is cancelled and Serve returns that error, so nothing is sealed
 	// for tokens the caller never received.
 	Emit func(piece []byte) error
+	// Whole says the caller takes the output only whole: an Emit beside
+	// it is there to time the first piece, not to deliver pieces. An
+	// engine for which producing pieces costs more than answering whole
+	// (a child streaming over HTTP) may then answer whole and emit
+	// nothing, so no first piece is timed; one that emits in process at
+	// no cost emits as before.
+	Whole bool
 	// Grant is the grant envelope the serve rides on, for a backend that
 	// forwards it to another node; engines that serve locally ignore it.
 	Grant []byte

@@ -7,6 +7,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -195,11 +196,18 @@ type apiError struct {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	// Encoded whole first, so the answer goes out with its length in one
+	// write rather than chunked once it outgrows the server's buffer (a
+	// serve's reply with its receipt does).
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
 }
 
 func writeError(w http.ResponseWriter, status int, e apiError) {
@@ -352,15 +360,11 @@ func receiptOf(sd *steward.Sealed) *Receipt {
 // ReceiptFields is r as a map under its CBOR field names, absent optional
 // fields left out, foreign extensions included as they were decoded.
 func ReceiptFields(r *steward.Receipt) map[string]any {
-	out := map[string]any{}
+	out := make(map[string]any, len(receiptFieldNames)+len(r.Foreign))
 	v := reflect.ValueOf(r).Elem()
-	t := v.Type()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("cbor"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		f := v.Field(i)
+	for _, rf := range receiptFieldNames {
+		name := rf.name
+		f := v.Field(rf.index)
 		if f.Kind() == reflect.Pointer {
 			if f.IsNil() {
 				continue
@@ -374,6 +378,27 @@ func ReceiptFields(r *steward.Receipt) map[string]any {
 	}
 	return out
 }
+
+// receiptField is a field of steward.Receipt that has a CBOR name.
+type receiptField struct {
+	index int
+	name  string
+}
+
+// receiptFieldNames is steward.Receipt's fields under their CBOR names,
+// read from its tags once rather than on every reply.
+var receiptFieldNames = func() []receiptField {
+	var out []receiptField
+	t := reflect.TypeFor[steward.Receipt]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("cbor"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		out = append(out, receiptField{i, name})
+	}
+	return out
+}()
 
 // setReceiptHeaders names the receipt in headers (or trailers, after a
 // stream), so a client that ignores the body's extra fields can still

@@ -292,6 +292,14 @@ func (e *events) subscribe() (chan []byte, func()) {
 	}
 }
 
+// listened reports whether anyone subscribes now, so a serve with no
+// live listener does not build a row nobody reads.
+func (e *events) listened() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.subs) > 0
+}
+
 func (e *events) publish(b []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -306,7 +314,7 @@ func (e *events) publish(b []byte) {
 // Served is told of every serve's end (pass it as the node's Observe) and
 // puts sealed ones on the live stream.
 func (s *Server) Served(ev agent.Event) {
-	if ev.Sealed == nil {
+	if ev.Sealed == nil || !s.events.listened() {
 		return
 	}
 	rc := ev.Sealed.Receipt

@@ -42,8 +42,14 @@ import (
 //   - fsync: the write+fsync measured beside it.
 //
 // Reported: cost-median-µs (target ≤ 500), direct-median-µs, and each
-// row's median.
+// row's median; printed besides, the cost with the fsync measured here
+// replaced by the reference machine's 110 µs (a reading aid for a loaded
+// machine, whose disk alone can pass the target: the verdict is the raw
+// figure's).
 func BenchmarkDaemonCostPerServe(b *testing.B) {
+	// quietFsync is a write+fsync of a receipt-sized frame on the quiet
+	// reference machine the target was set on.
+	const quietFsync = 110 * time.Microsecond
 	runner := testbin.Build(b, "meshd/cmd/mesh-gguf")
 	dir := b.TempDir()
 	model := filepath.Join(dir, "tiny.gguf")
@@ -197,6 +203,13 @@ uj_per_token = 40
 	}
 	fmt.Fprintf(&sb, "daemon cost per serve in front of mesh-gguf over %d pairs: median %.0f µs (direct %.0f µs); target ≤ 500 µs: %s\n",
 		n, us(c), us(med(directs)), verdict)
+	// The fsync is the disk's, not the daemon's: on a loaded machine it
+	// alone can pass the target. The cost is also stated with the fsync
+	// measured here replaced by the reference machine's, as a reading aid;
+	// the verdict is the raw figure's.
+	ref := quietFsync
+	fmt.Fprintf(&sb, "  with the fsync measured here (%.0f µs) replaced by a quiet machine's %.0f µs (a reference, not measured): %.0f µs\n",
+		us(fs), us(ref), us(c-fs+ref))
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "  %-20s %7.1f µs\n", r.name, us(r.v))
 	}

@@ -453,7 +453,8 @@ func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte
 // model's own template (POST /apply-template) before the rendered prompt
 // runs through /completion as any other. With opts.Emit the completion is
 // streamed and each event's content is emitted as it arrives (see
-// stream.go).
+// stream.go), unless opts.Whole: then it is answered whole and nothing is
+// emitted.
 func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, error) {
 	if err := req.Validate(); err != nil {
 		return engine.Result{}, fmt.Errorf("serve: %w", err)
@@ -496,6 +497,10 @@ func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []
 			return engine.Result{}, err
 		}
 	}
+	// A caller that takes the output whole (opts.Whole) is answered by
+	// one plain /completion: streaming only to time the first piece
+	// would cost every such serve the events' writes and reads.
+	streamed := opts.Emit != nil && !opts.Whole
 	creq := completionRequest{
 		Prompt:       text,
 		NPredict:     req.MaxTokens,
@@ -503,9 +508,9 @@ func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []
 		Temperature:  e.cfg.Temperature,
 		Seed:         e.cfg.Seed,
 		ReturnTokens: true,
-		Stream:       opts.Emit != nil,
+		Stream:       streamed,
 	}
-	if opts.Emit != nil {
+	if streamed {
 		return e.stream(ctx, in, creq, opts.Emit)
 	}
 	return e.complete(ctx, in, creq)

@@ -100,6 +100,37 @@ func TestServeWithStream(t *testing.T) {
 	}
 }
 
+// TestServeWithWhole: a caller that takes the output whole (Emit set only
+// to time the first piece) is answered by one plain /completion: nothing
+// is emitted, and the outcome and output are a plain serve's.
+func TestServeWithWhole(t *testing.T) {
+	noLeaks(t)
+	record := filepath.Join(t.TempDir(), "requests.jsonl")
+	e := startEngine(t, testConfig(t, "--record", record))
+	ctx := serveCtx(t)
+	req, p := request("hello world", 5)
+	plain, err := e.Serve(ctx, req, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pieces [][]byte
+	opts := collect(&pieces, 0, nil)
+	opts.Whole = true
+	res, err := e.ServeWith(ctx, req, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pieces) != 0 {
+		t.Fatalf("emitted %q for a caller that takes the output whole", pieces)
+	}
+	if res.Outcome != plain.Outcome || !bytes.Equal(res.Output, plain.Output) || len(res.Output) == 0 {
+		t.Fatalf("whole %+v %q, plain %+v %q", res.Outcome, res.Output, plain.Outcome, plain.Output)
+	}
+	if reqs := recorded(t, record); len(reqs) != 2 || reqs[1]["stream"] != nil {
+		t.Fatalf("requests %v: want both plain, without stream", reqs)
+	}
+}
+
 // TestServeWithStreamEOS: a stream that stops at EOS reports the tokens
 // it streamed.
 func TestServeWithStreamEOS(t *testing.T) {
