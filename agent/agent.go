@@ -271,6 +271,11 @@ type Options struct {
 	// run-open record's sequence): the receipt carries x_run and the run
 	// counts it. A run that is not open refuses the serve before any work.
 	Run *uint64
+	// TimeFirstToken asks for x_first_token_ns on a serve whose caller
+	// takes the output whole: the engine then produces its output piece
+	// by piece as for a streamed serve (a child engine streams, about
+	// 0.1 ms a serve), so the daemon times the first piece itself.
+	TimeFirstToken bool
 }
 
 // ErrNoBackend is wrapped when a serve names a backend that is not
@@ -446,6 +451,10 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}
 		eopts := opts.Engine
 		eopts.Grant = opts.Grant
+		// A caller that does not stream takes the output whole: the
+		// engine may answer whole rather than pay for pieces only timed,
+		// unless the caller asked for the first token to be timed.
+		eopts.Whole = eopts.Emit == nil && !opts.TimeFirstToken
 		emitted := false
 		if emit := eopts.Emit; emit != nil {
 			eopts.Emit = func(p []byte) error { emitted = true; return emit(p) }
@@ -567,9 +576,6 @@ func (a *Agent) metered(ctx context.Context, b engine.Backend, meter Meter, req 
 		// first needs no lock; the caller's Emit, when there is one, still
 		// receives every piece.
 		emit := opts.Emit
-		// A caller that does not stream takes the output whole: the
-		// engine may answer whole rather than pay for pieces only timed.
-		opts.Whole = emit == nil
 		opts.Emit = func(p []byte) error {
 			if first == nil && len(p) > 0 {
 				ns := uint64(max(a.clock().Sub(start), 0).Nanoseconds())

@@ -102,28 +102,32 @@ func TestFirstTokenMeasured(t *testing.T) {
 		meter     Meter
 		callerOut bool
 		want      *uint64 // nil: no x_first_token_ns
+		timeFirst bool    // Options.TimeFirstToken
 	}{
 		// start, first piece, end: one 1 µs step to the first piece.
-		{"reference engine", func(*stepClock) engine.Backend { return ref }, nil, false, ptr(1000)},
-		{"caller streams too", func(*stepClock) engine.Backend { return ref }, nil, true, ptr(1000)},
-		{"prefill 3 ms", func(c *stepClock) engine.Backend { return &slowStart{ref, c, 3 * time.Millisecond} }, nil, false, ptr(3_001_000)},
-		{"metered serve", func(c *stepClock) engine.Backend { return &slowStart{ref, c, 300 * time.Microsecond} }, hw(1_000_000), false, ptr(301_000)},
+		{"reference engine", func(*stepClock) engine.Backend { return ref }, nil, false, ptr(1000), false},
+		{"caller streams too", func(*stepClock) engine.Backend { return ref }, nil, true, ptr(1000), false},
+		{"prefill 3 ms", func(c *stepClock) engine.Backend { return &slowStart{ref, c, 3 * time.Millisecond} }, nil, false, ptr(3_001_000), false},
+		{"metered serve", func(c *stepClock) engine.Backend { return &slowStart{ref, c, 300 * time.Microsecond} }, hw(1_000_000), false, ptr(301_000), false},
 		// The meter's serve (x_serve_ns) is 200 µs; the agent saw the piece
 		// at 301 µs on its clock: held to the serve.
-		{"meter's serve shorter", func(c *stepClock) engine.Backend { return &slowStart{ref, c, 300 * time.Microsecond} }, hw(200_000), false, ptr(200_000)},
-		{"no pieces", func(*stepClock) engine.Backend { return plainOnly{ref} }, nil, false, nil},
-		{"no pieces, caller streams", func(*stepClock) engine.Backend { return plainOnly{ref} }, nil, true, nil},
+		{"meter's serve shorter", func(c *stepClock) engine.Backend { return &slowStart{ref, c, 300 * time.Microsecond} }, hw(200_000), false, ptr(200_000), false},
+		{"no pieces", func(*stepClock) engine.Backend { return plainOnly{ref} }, nil, false, nil, false},
+		{"no pieces, caller streams", func(*stepClock) engine.Backend { return plainOnly{ref} }, nil, true, nil, false},
 		// A child engine answers a caller that does not stream whole: no
 		// piece, so no time is claimed; one that streams is timed.
-		{"answered whole", func(*stepClock) engine.Backend { return &wholeWhenAsked{Reference: ref} }, nil, false, nil},
-		{"answered whole, caller streams", func(*stepClock) engine.Backend { return &wholeWhenAsked{Reference: ref} }, nil, true, ptr(1000)},
+		{"answered whole", func(*stepClock) engine.Backend { return &wholeWhenAsked{Reference: ref} }, nil, false, nil, false},
+		{"answered whole, caller streams", func(*stepClock) engine.Backend { return &wholeWhenAsked{Reference: ref} }, nil, true, ptr(1000), false},
+		// A caller that takes the output whole but asks for the first
+		// token timed (a benchmark) gets the pieces produced and timed.
+		{"whole, first token asked for", func(*stepClock) engine.Backend { return &wholeWhenAsked{Reference: ref} }, nil, false, ptr(1000), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			clk := &stepClock{now: time.UnixMilli(1_767_225_600_000), step: time.Microsecond}
 			a := newClockedAgent(t, clk, c.meter, c.backend(clk))
 			var got bytes.Buffer
-			opts := Options{}
+			opts := Options{TimeFirstToken: c.timeFirst}
 			if c.callerOut {
 				opts.Engine.Emit = func(p []byte) error { got.Write(p); return nil }
 			}
@@ -144,8 +148,8 @@ func TestFirstTokenMeasured(t *testing.T) {
 			if c.callerOut && !bytes.Equal(got.Bytes(), resp.Output) {
 				t.Fatalf("the caller's Emit got %q, the output is %q", got.Bytes(), resp.Output)
 			}
-			if w, ok := a.table.Load().backends[0].(*wholeWhenAsked); ok && (len(w.whole) != 1 || w.whole[0] != !c.callerOut) {
-				t.Fatalf("the engine was handed Whole %v for a caller that streams: %v", w.whole, c.callerOut)
+			if w, ok := a.table.Load().backends[0].(*wholeWhenAsked); ok && (len(w.whole) != 1 || w.whole[0] != (!c.callerOut && !c.timeFirst)) {
+				t.Fatalf("the engine was handed Whole %v for a caller that streams: %v, asks for the first token: %v", w.whole, c.callerOut, c.timeFirst)
 			}
 		})
 	}

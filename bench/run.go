@@ -336,7 +336,10 @@ func (r *runner) serveOne(ctx context.Context, job Serve) error {
 	fl := uint8(r.w.Request.FidelityFloor)
 	run := r.run
 	s, err := r.c.Serve(ctx, client.ServeRequest{Prompt: benchPrompt(job.PromptWords, job.MaxTokens, job.Rep, job.Warmup),
-		MaxTokens: uint32(job.MaxTokens), FidelityFloor: &fl, JouleCeilingUJ: r.w.Request.JouleCeilingUJ, Run: &run})
+		MaxTokens: uint32(job.MaxTokens), FidelityFloor: &fl, JouleCeilingUJ: r.w.Request.JouleCeilingUJ, Run: &run,
+		// A report states the time to first token, which the daemon
+		// measures only where the engine produces pieces.
+		TimeFirstToken: true})
 	if err != nil {
 		return client.Refusal(fmt.Sprintf("serve %d (%s)", job.Index, Cell{job.PromptWords, job.MaxTokens}), err)
 	}

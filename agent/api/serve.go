@@ -88,6 +88,9 @@ type serveBody struct {
 	meshFields
 	Prompt    *string `json:"prompt"`
 	MaxTokens *uint32 `json:"max_tokens"`
+	// TimeFirstToken asks the daemon to time the engine's first output
+	// piece (x_first_token_ns) although the answer comes back whole.
+	TimeFirstToken bool `json:"time_first_token"`
 }
 
 type serveReply struct {
@@ -118,7 +121,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	resp, err := s.run(r.Context(), req, []byte(*b.Prompt), agent.Options{Grant: env, Run: b.Run})
+	resp, err := s.run(r.Context(), req, []byte(*b.Prompt), agent.Options{Grant: env, Run: b.Run, TimeFirstToken: b.TimeFirstToken})
 	if resp == nil {
 		status, e := serveStatus(err)
 		writeError(w, status, e)

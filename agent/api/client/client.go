@@ -264,6 +264,9 @@ type ServeRequest struct {
 	Grant []byte `json:"-"`
 	// Run names the open run the serve belongs to (PROFILE §22).
 	Run *uint64 `json:"-"`
+	// TimeFirstToken asks for x_first_token_ns on the receipt although
+	// the answer comes back whole (PROFILE §16).
+	TimeFirstToken bool `json:"-"`
 }
 
 // Served is an answer with its verified receipt.
@@ -297,6 +300,9 @@ func (c *Client) Serve(ctx context.Context, r ServeRequest) (*Served, error) {
 	}
 	if r.Run != nil {
 		body["run"] = *r.Run
+	}
+	if r.TimeFirstToken {
+		body["time_first_token"] = true
 	}
 	resp, err := c.do(ctx, http.MethodPost, "/v1/serve", body)
 	if err != nil {
