@@ -83,6 +83,13 @@ func startTamperRun(t *testing.T) *tamperRun {
 	if tr.otherClose.Document == "" {
 		t.Fatal("the other caller's run did not happen")
 	}
+	for _, r := range []*Report{tr.rep, tr.second} {
+		for name, m := range map[string]*IdleMeasurement{"before": r.Body.Idle.Before, "after": r.Body.Idle.After} {
+			if m == nil || m.Sequence == nil {
+				t.Fatalf("the run sealed no idle record %s its serves: %+v", name, m)
+			}
+		}
+	}
 	if tr.key, err = steward.ParsePublicKey(tr.rep.Body.Steward); err != nil {
 		t.Fatal(err)
 	}
