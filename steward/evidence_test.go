@@ -394,6 +394,17 @@ func TestImpossibleEvidenceRefused(t *testing.T) {
 			m.Meter, m.Kind, m.Shared = "span(ina226@i2c-1:0x40+rapl:package-0)", wire.KindModel, 1
 		}), wire.Modelled(nil, 5000)), ""},
 		{"consistent: a foreign meter, generic rules only", hw(func(m *wire.Metering) { m.Meter, m.FullScaleUW = "acme-meter/7", 0 }), ""},
+		// An INA228's energy accumulator under the kernel's driver, read
+		// late on a loaded machine: 5 differences of a 40 ms-period counter
+		// cover a 263 ms window (each covers the time since the read before,
+		// the largest 106 ms). ModelBased, so its readings need not each
+		// lie within a period.
+		{"consistent: a ModelBased energy counter read late", withEnergy(hw(func(m *wire.Metering) {
+			m.Meter, m.Kind, m.Samples, m.PeriodNs, m.WindowNs, m.ServeNs, m.MaxGapNs = "hwmon:hwmon0/ina228:1", wire.KindCounter, 5, 40_000_000, 262_827_644, 200_000_000, 105_868_428
+		}), wire.Modelled(nil, 5000)), ""},
+		{"an HwShunt energy counter read late", hw(func(m *wire.Metering) {
+			m.Meter, m.Kind, m.Samples, m.PeriodNs, m.WindowNs, m.ServeNs, m.MaxGapNs = "hwmon:hwmon0/ina228:1", wire.KindCounter, 5, 40_000_000, 262_827_644, 200_000_000, 40_000_000
+		}), "evidence rule 5"},
 		{"1 sample over a 10 s window at a 1.1 ms period", hw(func(m *wire.Metering) {
 			m.Samples, m.WindowNs, m.ServeNs, m.PeriodNs, m.MaxGapNs = 1, 10e9, 9e9, 1_100_000, 1_100_000
 		}), "evidence rule 5"},
