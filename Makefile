@@ -24,7 +24,7 @@ demo: build
 demo-fleet: build
 	./$(BIN)/meshd demo-fleet
 
-test: lint openai-deps
+test: lint openai-deps ollama-deps
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race $(RACE)
 
@@ -37,6 +37,15 @@ openai-deps: test/openai/node_modules/.package-lock.json
 test/openai/node_modules/.package-lock.json: test/openai/package-lock.json test/openai/package.json
 	@command -v npm >/dev/null 2>&1 || { echo "openai-deps: npm not found; install Node.js >= 20 with npm (Debian: apt-get install nodejs npm)"; exit 1; }
 	npm ci --prefix test/openai --no-audit --no-fund
+
+# The official Ollama JavaScript client that agent/api's
+# TestOfficialOllamaClient drives, installed as openai-deps installs its
+# client: exactly test/ollama/package-lock.json, once.
+.PHONY: ollama-deps
+ollama-deps: test/ollama/node_modules/.package-lock.json
+test/ollama/node_modules/.package-lock.json: test/ollama/package-lock.json test/ollama/package.json
+	@command -v npm >/dev/null 2>&1 || { echo "ollama-deps: npm not found; install Node.js >= 20 with npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix test/ollama --no-audit --no-fund
 
 lint:
 	$(GO) vet $(PKGS)

@@ -129,6 +129,14 @@ func New(n *node.Node, opts Options) *Server {
 	s.handleFunc(operate, "POST /v1/runs", s.openRun)
 	s.handleFunc(operate, "POST /v1/runs/{run}/close", s.closeRun)
 	s.handleFunc(read, "GET /v1/live", s.live)
+	// Ollama's API (ollama.go): its serving calls are serves, and its
+	// clients list models with the key they serve with.
+	s.handleFunc(serve, "POST /api/generate", s.ollamaGenerate)
+	s.handleFunc(serve, "POST /api/chat", s.ollamaChat)
+	s.handleFunc(serve, "POST /api/embed", s.ollamaEmbed)
+	s.handleFunc(serve|read, "GET /api/tags", s.ollamaTags)
+	s.handleFunc(serve|read, "POST /api/show", s.ollamaShow)
+	s.handleFunc(serve|read, "GET /api/version", s.ollamaVersion)
 	// Probes carry no chain data; a load balancer has no credentials.
 	s.handleFunc(Open, "GET /healthz", s.healthz)
 	s.handleFunc(Open, "GET /readyz", s.readyz)
@@ -145,6 +153,12 @@ func New(n *node.Node, opts Options) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		// Ollama's clients read {"error": "..."} (ollama.go).
+		ow := &ollamaErrors{ResponseWriter: w}
+		defer ow.finish()
+		w = ow
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	s.mux.ServeHTTP(w, r)
 }

@@ -48,6 +48,12 @@ var routeRoles = map[string]string{
 	"POST /v1/meters/idle":                  "operate",
 	"POST /v1/runs":                         "operate",
 	"POST /v1/runs/{run}/close":             "operate",
+	"POST /api/generate":                    "serve",
+	"POST /api/chat":                        "serve",
+	"POST /api/embed":                       "serve",
+	"GET /api/tags":                         "serve read",
+	"POST /api/show":                        "serve read",
+	"GET /api/version":                      "serve read",
 	"GET /healthz":                          "",
 	"GET /readyz":                           "",
 }
@@ -66,6 +72,10 @@ func requestFor(t *testing.T, pattern string) *http.Request {
 		"/v1/completions":      `{"prompt":"who may","max_tokens":2}`,
 		"/v1/chat/completions": `{"messages":[{"role":"user","content":"who may"}],"max_tokens":2}`,
 		"/v1/meters/idle":      `{"backend":"ref-tiny","seconds":0.01}`,
+		"/api/generate":        `{"model":"ref-tiny","prompt":"who may","stream":false,"options":{"num_predict":2}}`,
+		"/api/chat":            `{"model":"ref-tiny","messages":[{"role":"user","content":"who may"}],"stream":false,"options":{"num_predict":2}}`,
+		"/api/embed":           `{"model":"ref-tiny","input":"who may"}`,
+		"/api/show":            `{"model":"ref-tiny"}`,
 	}[path]
 	if method == "POST" && body == "" {
 		body = "{}"
@@ -208,12 +218,12 @@ func TestEveryRouteEveryRole(t *testing.T) {
 					if w.Code != 401 || !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
 						t.Fatalf("want 401 with WWW-Authenticate, got %d %q %s", w.Code, w.Header().Get("WWW-Authenticate"), w.Body)
 					}
-					checkShape(t, w.Body.Bytes(), map[bool]string{true: "invalid_api_key", false: "unauthenticated"}[c.badToken])
+					checkShape(t, rt.Pattern, w.Body.Bytes(), map[bool]string{true: "invalid_api_key", false: "unauthenticated"}[c.badToken])
 				default:
 					if w.Code != 403 {
 						t.Fatalf("want 403, got %d %s", w.Code, w.Body)
 					}
-					checkShape(t, w.Body.Bytes(), "role_required")
+					checkShape(t, rt.Pattern, w.Body.Bytes(), "role_required")
 				}
 			})
 		}
@@ -223,9 +233,20 @@ func TestEveryRouteEveryRole(t *testing.T) {
 	}
 }
 
-// checkShape checks an OpenAI-shaped error: message, type, code, param.
-func checkShape(t *testing.T, body []byte, code string) {
+// checkShape checks an OpenAI-shaped error: message, type, code, param;
+// on Ollama's routes, Ollama's shape: the message as "error", and code.
+func checkShape(t *testing.T, pattern string, body []byte, code string) {
 	t.Helper()
+	if strings.Contains(pattern, " /api/") {
+		var e map[string]any
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Fatalf("error body %s: %v", body, err)
+		}
+		if msg, _ := e["error"].(string); msg == "" || e["code"] != code {
+			t.Fatalf("error body %s: want Ollama's {\"error\": message} with code %q", body, code)
+		}
+		return
+	}
 	var e map[string]map[string]any
 	if err := json.Unmarshal(body, &e); err != nil {
 		t.Fatalf("error body %s: %v", body, err)
