@@ -173,6 +173,18 @@ func LoadChecked(path string, ec *EnvCheck) (*Config, error) {
 // the loaders.
 var builtinArchs = []string{"llama", "qwen2", "bert"}
 
+// builtinTypes names the tensor types mesh-gguf computes, in gguf's
+// numbering order.
+func builtinTypes() []string {
+	var names []string
+	for t := gguf.TensorType(0); t < 64; t++ {
+		if t.Known() && kernels.Supports(t) {
+			names = append(names, t.String())
+		}
+	}
+	return names
+}
+
 // encoderArchs embed and do not generate: no chat template is wanted.
 var encoderArchs = []string{"bert"}
 
@@ -212,13 +224,13 @@ func (e *envChecker) dir(key, dir, what string) {
 			e.problem(key, "%s %s: %v", what, dir, err)
 		}
 		return
-	case !errors.Is(err, fs.ErrNotExist):
+	case !absent(err):
 		e.problem(key, "%s %s: %v", what, dir, unwrapPath(err))
 		return
 	}
 	for a := filepath.Dir(dir); ; a = filepath.Dir(a) {
 		fi, err := os.Stat(e.env.Path(a))
-		if errors.Is(err, fs.ErrNotExist) && a != filepath.Dir(a) {
+		if absent(err) && a != filepath.Dir(a) {
 			continue
 		}
 		switch {
@@ -233,6 +245,12 @@ func (e *envChecker) dir(key, dir, what string) {
 		}
 		return
 	}
+}
+
+// absent says err means there is nothing at the path: not there, or a
+// file where a directory on the way should be.
+func absent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
 }
 
 // unwrapPath drops the path an *fs.PathError repeats: the message names
@@ -265,7 +283,7 @@ func (e *envChecker) steward() {
 		if _, err := steward.LoadKeyFile(e.env.Path(key)); err != nil {
 			e.problem("steward.key_file", "steward key %s: %v", key, unwrapKey(err))
 		}
-	case errors.Is(err, fs.ErrNotExist):
+	case absent(err):
 		has, herr := steward.HasLog(e.env.Path(e.c.ReceiptsDir()))
 		switch {
 		case herr != nil:
@@ -310,7 +328,7 @@ func (e *envChecker) files() {
 		if data, ok := e.readable("grants.trusted_issuers_file", f, "trusted issuers file"); ok {
 			if _, err := parseTrusted(f, data); err != nil {
 				for _, m := range strings.Split(err.Error(), "\n") {
-					e.problem("grants.trusted_issuers_file", "%s", m)
+					e.problem("grants.trusted_issuers_file", "trusted issuers file %s", m)
 				}
 			}
 		}
@@ -319,7 +337,7 @@ func (e *envChecker) files() {
 		if _, ok := e.readable("auth.tokens_file", f, "tokens file"); ok {
 			if _, err := auth.ReadTokens(e.env.Path(f)); err != nil {
 				for _, m := range strings.Split(err.Error(), "\n") {
-					e.problem("auth.tokens_file", "%s", strings.TrimPrefix(m, e.env.Path(f)+":"))
+					e.problem("auth.tokens_file", "%s", strings.ReplaceAll(m, e.env.Path(f), f))
 				}
 			}
 		}
@@ -535,12 +553,12 @@ func (e *envChecker) model(p, k, path, kind string, ctx int, extra []string, cha
 		var bad []string
 		for t, n := range h.Types {
 			if !kernels.Supports(t) {
-				bad = append(bad, fmt.Sprintf("%s (%d tensors)", t, n))
+				bad = append(bad, fmt.Sprintf("%s (%d %s)", t, n, map[bool]string{true: "tensor", false: "tensors"}[n == 1]))
 			}
 		}
 		if len(bad) > 0 {
 			sort.Strings(bad)
-			e.problem(key, "model %s: tensor type %s not computed by mesh-gguf (it computes F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K)", path, strings.Join(bad, ", "))
+			e.problem(key, "model %s: tensor types mesh-gguf does not compute: %s (it computes %s)", path, strings.Join(bad, ", "), strings.Join(builtinTypes(), ", "))
 		}
 		if h.TrainedContext > 0 && ctx > h.TrainedContext {
 			e.problem(p+"context", "%d exceeds the trained context of %s, %d (%s.context_length): mesh-gguf refuses it", ctx, path, h.TrainedContext, h.Arch)
