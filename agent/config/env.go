@@ -407,7 +407,8 @@ func (e *envChecker) files() {
 var i2cBus = regexp.MustCompile(`^(?:/dev/i2c-)?([0-9]+)$`)
 
 // sensors checks that each meter's device is there: the I2C bus, the
-// hwmon rail, the powercap zone, the GPU, the serial device.
+// hwmon rail, the powercap zone, the serial device. An NVML GPU is left
+// to serve: only the library knows (WSL, for one, has no /dev/nvidia*).
 func (e *envChecker) sensors() {
 	for i, m := range e.c.Meters {
 		p := fmt.Sprintf("meter[%d].", i)
@@ -454,11 +455,6 @@ func (e *envChecker) sensors() {
 					keys = append(keys, z.Key)
 				}
 				e.problem(p+"zone", "no powercap zone %q with an energy counter under %s (found: %s)", m.Zone, m.PowercapRoot, listOrNone(keys))
-			}
-		case "nvml":
-			dev := fmt.Sprintf("/dev/nvidia%d", m.GPU)
-			if _, err := os.Stat(e.env.Path(dev)); err != nil {
-				e.problem(p+"gpu", "NVIDIA GPU %d: %s: %v (is the NVIDIA driver loaded?)", m.GPU, dev, unwrapPath(err))
 			}
 		case "um", "line":
 			if m.Device == "" {

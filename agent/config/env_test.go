@@ -271,7 +271,6 @@ uj_per_token = 1
 meters = ["u", "g", "h"]
 `, want: []string{
 			`4:meter[0].device: serial device /dev/ttyACM0: no such file or directory`,
-			`8:meter[1].gpu: NVIDIA GPU 1: /dev/nvidia1: no such file or directory (is the NVIDIA driver loaded?)`,
 			`13:meter[2].rail: no hwmon rail "VDD_IN" under /sys/class/hwmon (found: none)`,
 		}},
 	}
