@@ -482,6 +482,11 @@ func ReadTrusted(path string) ([]ed25519.PublicKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseTrusted(path, data)
+}
+
+// parseTrusted is ReadTrusted on a file's contents.
+func parseTrusted(path string, data []byte) ([]ed25519.PublicKey, error) {
 	var keys []ed25519.PublicKey
 	var errs []error
 	sc := bufio.NewScanner(bytes.NewReader(data))

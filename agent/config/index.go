@@ -39,6 +39,16 @@ type index struct {
 	all    []*entry
 	exprs  []expr
 	arrays map[string]int // array-of-tables path -> elements seen so far
+	// tables are the [table] headers seen, by path, as indices into exprs;
+	// dups the headers that define one again.
+	tables map[string]int
+	dups   []dupTable
+}
+
+// dupTable is a [table] header defining a table a header already did.
+type dupTable struct {
+	path       string
+	first, dup int // indices into exprs
 }
 
 // syntaxError is the parser's refusal with its byte offset.
@@ -55,6 +65,7 @@ func buildIndex(data []byte) (ix *index, serr *syntaxError) {
 		data:   data,
 		byPath: map[string]*entry{},
 		arrays: map[string]int{},
+		tables: map[string]int{},
 	}
 	ix.lines = append(ix.lines, 0)
 	for i, c := range data {
@@ -86,6 +97,14 @@ func buildIndex(data []byte) (ix *index, serr *syntaxError) {
 			}
 			ix.exprs = append(ix.exprs, expr{start: start, end: len(data), header: true})
 			table = ix.addKey("", parts, n.Kind == unstable.ArrayTable, nil, n.Kind)
+			if n.Kind == unstable.Table {
+				x := len(ix.exprs) - 1
+				if first, dup := ix.tables[table]; dup {
+					ix.dups = append(ix.dups, dupTable{path: table, first: first, dup: x})
+				} else {
+					ix.tables[table] = x
+				}
+			}
 		case unstable.KeyValue:
 			r := n.Raw
 			ix.exprs = append(ix.exprs, expr{start: int(r.Offset), end: int(r.Offset + r.Length)})

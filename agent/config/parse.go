@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -98,6 +99,15 @@ func Load(path string) (*Config, error) {
 // the messages. On error the returned Config is nil: a half-valid config is
 // not something to run with.
 func Parse(data []byte, name string) (*Config, error) {
+	return parse(data, name, nil)
+}
+
+// parse is Parse, then the environment pass when ec is not nil. A table
+// written twice is one problem, and the keys of each of its definitions
+// are still checked: the file is checked once with the first definition
+// (the others blanked), then once per other definition with only that one
+// kept, whose problems within it are added.
+func parse(data []byte, name string, ec *EnvCheck) (*Config, error) {
 	ps := &Problems{File: name}
 	ix, serr := buildIndex(data)
 	if serr != nil {
@@ -109,14 +119,57 @@ func Parse(data []byte, name string) (*Config, error) {
 		ps.List = append(ps.List, Problem{Line: line, Col: col, Key: key, Msg: "syntax error: " + serr.msg})
 		return nil, ps
 	}
-	c, decodeProblems, complete := decode(data, ix)
-	ps.List = append(ps.List, decodeProblems...)
-	if complete {
-		v := &checker{ix: ix, c: c}
-		v.run()
-		for _, p := range v.problems {
-			if !covered(decodeProblems, p.Key) {
-				ps.List = append(ps.List, p)
+	var c *Config
+	if len(ix.dups) == 0 {
+		c, ps.List = checkDoc(data, ix, ec)
+	} else {
+		blank := func(buf []byte, x int) {
+			for i := ix.exprs[x].start; i < ix.exprs[x].end; i++ {
+				if buf[i] != '\n' && buf[i] != '\r' {
+					buf[i] = ' '
+				}
+			}
+		}
+		variant := func(keep map[int]bool) (*index, []Problem) {
+			buf := bytes.Clone(data)
+			for _, d := range ix.dups {
+				if !keep[d.first] {
+					blank(buf, d.first)
+				}
+				if !keep[d.dup] {
+					blank(buf, d.dup)
+				}
+			}
+			vix, serr := buildIndex(buf)
+			if serr != nil {
+				return nil, nil // cannot happen: whole sections were blanked
+			}
+			_, list := checkDoc(buf, vix, ec)
+			return vix, list
+		}
+		firsts := map[int]bool{}
+		for _, d := range ix.dups {
+			firsts[d.first] = true
+		}
+		_, ps.List = variant(firsts)
+		for _, d := range ix.dups {
+			fl, _ := ix.position(ix.exprs[d.first].start)
+			line, col := ix.position(ix.exprs[d.dup].start)
+			ps.List = append(ps.List, Problem{Line: line, Col: col, Key: d.path,
+				Msg: fmt.Sprintf("table [%s] is already defined at line %d: write each table once (the keys of both are checked here)", d.path, fl)})
+			keep := map[int]bool{d.dup: true}
+			for _, o := range ix.dups {
+				if o.path != d.path {
+					keep[o.first] = true
+				}
+			}
+			from, _ := ix.position(ix.exprs[d.dup].start)
+			to, _ := ix.position(ix.exprs[d.dup].end - 1)
+			_, list := variant(keep)
+			for _, p := range list {
+				if p.Line >= from && p.Line <= to && !slices.Contains(ps.List, p) {
+					ps.List = append(ps.List, p)
+				}
 			}
 		}
 	}
@@ -125,6 +178,26 @@ func Parse(data []byte, name string) (*Config, error) {
 		return nil, ps
 	}
 	return c, nil
+}
+
+// checkDoc decodes one document, runs the static checks and, with ec,
+// the environment pass on it.
+func checkDoc(data []byte, ix *index, ec *EnvCheck) (*Config, []Problem) {
+	c, decodeProblems, complete := decode(data, ix)
+	list := slices.Clone(decodeProblems)
+	if complete {
+		v := &checker{ix: ix, c: c}
+		v.run()
+		if ec != nil {
+			v.envPass(ec)
+		}
+		for _, p := range v.problems {
+			if !covered(decodeProblems, p.Key) {
+				list = append(list, p)
+			}
+		}
+	}
+	return c, list
 }
 
 // covered says whether key already has a decode problem on it or on an

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"periph.io/x/conn/v3/i2c/i2creg"
@@ -56,8 +55,7 @@ func OpenSensor(ctx context.Context, m config.Meter, clock drivers.Clock) (drive
 		}
 		var names []string
 		for _, r := range rails {
-			bare := fmt.Sprintf("%s/%s:%d", filepath.Base(r.Dir), r.Chip, r.Channel)
-			if r.Label == m.Rail || r.String() == m.Rail || bare == m.Rail {
+			if r.Matches(m.Rail) {
 				return hwmon.Open(r, hwmon.Options{Clock: clock, ShuntMicroOhms: m.ShuntUOhm})
 			}
 			names = append(names, r.String())

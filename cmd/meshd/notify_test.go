@@ -151,7 +151,8 @@ func TestNotifyNoReadyWithoutMeters(t *testing.T) {
 	os.WriteFile(path, []byte(cfg), 0o600)
 	var logs syncBuffer
 	err := runServeWith(context.Background(), []string{"-config", path}, &logs, serveHooks{getenv: ns.env(nil)})
-	if err == nil || !strings.Contains(err.Error(), `meter "vdd"`) {
+	// Refused before anything is opened, at the key that names the rail.
+	if err == nil || !strings.Contains(err.Error(), `:9:1: meter[0].rail: no hwmon rail "NO_SUCH_RAIL"`) {
 		t.Fatalf("daemon with a missing meter: %v", err)
 	}
 	for {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -452,4 +453,39 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	waitBackends("ref-top", true)
+}
+
+// What check-config finds missing on this machine stops serve before
+// anything is opened, with the same line and key; -offline checks the
+// file alone and passes it.
+func TestServeRefusesWhatCheckConfigFinds(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "meshd.toml")
+	doc := fmt.Sprintf("[steward]\nstate_dir = %q\n\n[[backend]]\nname = \"g\"\nkind = \"mesh-gguf\"\nmodel = %q\nrunner = %q\nfidelity = 2\nuj_per_token = 100\n",
+		filepath.Join(dir, "state"), filepath.Join(dir, "absent.gguf"), filepath.Join(dir, "no-runner"))
+	os.WriteFile(path, []byte(doc), 0o600)
+	want := []string{
+		fmt.Sprintf("%s:7:1: backend[0].model: model %s: no such file or directory", path, filepath.Join(dir, "absent.gguf")),
+		fmt.Sprintf("%s:8:1: backend[0].runner: runner %s: no such file or directory", path, filepath.Join(dir, "no-runner")),
+	}
+	var out, errb bytes.Buffer
+	cerr := run(context.Background(), []string{"check-config", "-config", path}, &out, &errb)
+	serr := runServeWith(context.Background(), []string{"-config", path}, &errb, serveHooks{})
+	for name, err := range map[string]error{"check-config": cerr, "serve": serr} {
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: want %q in:\n%v", name, w, err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("serve opened the state directory before refusing: %v", err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"check-config", "-offline", "-config", path}, &out, &errb); err != nil {
+		t.Fatalf("check-config -offline: %v", err)
+	}
+	if got := out.String(); !strings.Contains(got, "ok (1 backends, 0 meters; offline: nothing on this machine looked at)") {
+		t.Fatalf("check-config -offline said %q", got)
+	}
 }

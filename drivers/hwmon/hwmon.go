@@ -72,6 +72,13 @@ func (r Rail) String() string {
 	return s
 }
 
+// Matches says whether spec names r: its label, its String form, or that
+// form without the label ("hwmon2/ina3221:1"), so a config can name a rail
+// whatever the kernel labels it.
+func (r Rail) Matches(spec string) bool {
+	return spec != "" && (r.Label == spec || r.String() == spec || fmt.Sprintf("%s/%s:%d", filepath.Base(r.Dir), r.Chip, r.Channel) == spec)
+}
+
 // HasPower reports whether the chip publishes power itself rather than
 // leaving it to V × I.
 func (r Rail) HasPower() bool { return r.power != "" }

@@ -20,9 +20,7 @@ type Matrix struct {
 // accepted: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and
 // Q6_K.
 func NewMatrix(t gguf.TensorType, rows, cols int, data []byte) (*Matrix, error) {
-	switch t {
-	case gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
-	default:
+	if !Supports(t) {
 		return nil, fmt.Errorf("kernels: tensor type %s is not supported", t)
 	}
 	if rows < 1 || cols < 1 || uint64(cols)%t.BlockSize() != 0 {
@@ -33,6 +31,17 @@ func NewMatrix(t gguf.TensorType, rows, cols int, data []byte) (*Matrix, error) 
 		return nil, fmt.Errorf("kernels: %s matrix %dx%d needs %d bytes, have %d", t, rows, cols, rows*rb, len(data))
 	}
 	return &Matrix{Type: t, Rows: rows, Cols: cols, Data: data, rowBytes: rb}, nil
+}
+
+// Supports reports whether NewMatrix accepts tensors of type t: what a
+// model must be made of for the built-in runner to load it (a
+// configuration check asks this of a GGUF header before any start).
+func Supports(t gguf.TensorType) bool {
+	switch t {
+	case gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+		return true
+	}
+	return false
 }
 
 // Quantized reports whether products with m take a QVec activation. The
