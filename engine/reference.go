@@ -99,6 +99,10 @@ var _ OptionBackend = (*Reference)(nil)
 // first token bare, every later one with a leading space, so that the
 // pieces concatenate to Output. An Emit error abandons the serve at once
 // and is returned wrapped.
+//
+// With opts.Stop, generation ends at the first stop string: the output is
+// cut before it, a streamed piece holds back any tail that may begin one,
+// and tokens_out (and accepted) count only the tokens with text delivered.
 func (r *Reference) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts Options) (Result, error) {
 	if err := req.Validate(); err != nil {
 		return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, err)
@@ -114,31 +118,59 @@ func (r *Reference) ServeWith(ctx context.Context, req wire.ServeRequest, prompt
 		}
 		text = []byte(RenderReferenceChat(msgs))
 	}
+	if err := CheckStop(opts.Stop); err != nil {
+		return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, err)
+	}
 	in := len(bytes.Fields(text))
 	state := blake3.Sum256(text)
-	var out bytes.Buffer
-	for t := uint32(0); t < req.MaxTokens; t++ {
+	// The output passes through the stop cutter: with no stop strings it
+	// releases every piece whole, as it is made.
+	cut := NewStopCutter(opts.Stop)
+	emit := func(t uint32, piece []byte) error {
+		if opts.Emit == nil || len(piece) == 0 {
+			return nil
+		}
+		if err := opts.Emit(piece); err != nil {
+			return fmt.Errorf("reference engine %s: output abandoned after %d tokens: %w", r.cfg.Name, t+1, err)
+		}
+		return nil
+	}
+	var starts []int // each token's first byte in the generated text
+	made, stopped := 0, false
+	for t := uint32(0); t < req.MaxTokens && !stopped; t++ {
 		if err := ctx.Err(); err != nil {
 			return Result{}, fmt.Errorf("reference engine %s: interrupted after %d tokens: %w", r.cfg.Name, t, err)
 		}
 		for i := 0; i < r.cfg.Work; i++ {
 			state = blake3.Sum256(state[:])
 		}
-		start := out.Len()
+		piece := referenceWords[state[0]&15]
 		if t > 0 {
-			out.WriteByte(' ')
+			piece = " " + piece
 		}
-		out.WriteString(referenceWords[state[0]&15])
-		if opts.Emit != nil {
-			// A copy: the buffer grows under the piece.
-			piece := bytes.Clone(out.Bytes()[start:])
-			if err := opts.Emit(piece); err != nil {
-				return Result{}, fmt.Errorf("reference engine %s: output abandoned after %d tokens: %w", r.cfg.Name, t+1, err)
-			}
+		starts = append(starts, made)
+		made += len(piece)
+		var ready []byte
+		ready, stopped = cut.Add([]byte(piece))
+		if err := emit(t, ready); err != nil {
+			return Result{}, err
 		}
 	}
-	o := wire.ServeOutcome{TokensIn: uint32(in), TokensOut: req.MaxTokens, TokensAccepted: req.MaxTokens}
-	return Result{Outcome: o, Output: out.Bytes()}, nil
+	if err := emit(uint32(len(starts)-1), cut.Flush()); err != nil {
+		return Result{}, err
+	}
+	out := cut.Output()
+	// The tokens delivered: those with at least one byte before the cut.
+	// A token wholly inside (or after) the stop string was made but never
+	// delivered, and the outcome claims only what was.
+	n := uint32(0)
+	for _, s := range starts {
+		if s < len(out) {
+			n++
+		}
+	}
+	o := wire.ServeOutcome{TokensIn: uint32(in), TokensOut: n, TokensAccepted: n}
+	return Result{Outcome: o, Output: bytes.Clone(out), Stopped: stopped}, nil
 }
 
 // ChatMessage is one message of a chat prompt (Options.Chat).
