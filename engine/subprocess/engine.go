@@ -466,6 +466,9 @@ func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []
 		// would reach it wrapped. Refused here even if the caller did not.
 		return engine.Result{}, fmt.Errorf("serve: %w: %w: %d > %d", wire.ErrBadRequest, engine.ErrTooManyTokens, req.MaxTokens, c)
 	}
+	if err := engine.CheckStop(opts.Stop); err != nil {
+		return engine.Result{}, fmt.Errorf("serve: %w", err)
+	}
 	if !utf8.Valid(prompt) {
 		// JSON would silently replace invalid bytes, serving a prompt
 		// other than the one whose hash the receipt names.
@@ -504,6 +507,7 @@ func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []
 		Seed:         e.cfg.Seed,
 		ReturnTokens: true,
 		Stream:       opts.Emit != nil,
+		Stop:         opts.Stop,
 	}
 	if opts.Emit != nil {
 		return e.stream(ctx, in, creq, opts.Emit)
@@ -560,7 +564,7 @@ func (e *Engine) complete(ctx context.Context, in *instance, creq completionRequ
 	if err != nil {
 		return engine.Result{}, fmt.Errorf("serve: %w", err)
 	}
-	return engine.Result{Outcome: o, Output: []byte(content)}, nil
+	return engine.Result{Outcome: o, Output: []byte(content), Stopped: stoppedByWord(data)}, nil
 }
 
 // serveFailed names why a request broke off: the caller's context, the
