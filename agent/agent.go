@@ -228,6 +228,9 @@ type Response struct {
 	Decision  Decision
 	Sealed    *steward.Sealed
 	Output    []byte
+	// Stopped says the engine ended the output on one of the serve's stop
+	// strings (engine.Options.Stop).
+	Stopped bool
 	// IdleRecord is the idle record of the quiet stretch the serve's
 	// x_idle_uw subtracts, when this serve sealed it (the first to use
 	// that stretch); nil otherwise.
@@ -271,6 +274,11 @@ type Options struct {
 	// run-open record's sequence): the receipt carries x_run and the run
 	// counts it. A run that is not open refuses the serve before any work.
 	Run *uint64
+	// Chosen, when set, is told the backend's name once routing has
+	// chosen it and before the engine runs (again for a fallback, which
+	// happens only before any output), so a streamed answer can name the
+	// model on its first piece.
+	Chosen func(backend string)
 }
 
 // ErrNoBackend is wrapped when a serve names a backend that is not
@@ -444,6 +452,9 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 				}
 			}
 		}
+		if opts.Chosen != nil {
+			opts.Chosen(b.Name())
+		}
 		eopts := opts.Engine
 		eopts.Grant = opts.Grant
 		emitted := false
@@ -522,7 +533,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		a.costs.observe(b.Name(), e.Provenance(), e.UJ(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut))
 		ev.Degraded = meter != nil && e.Provenance() == wire.Estimator
 	}
-	resp = &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output, IdleRecord: idleRec}
+	resp = &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output, Stopped: res.Stopped, IdleRecord: idleRec}
 	if hold != nil {
 		// The receipt is the truth the ledger recovers from, so settle at
 		// exactly the debit it states.
@@ -645,11 +656,14 @@ func clampFirstToken(first *uint64, serveNs uint64, res engine.Result) *uint64 {
 }
 
 func serveOn(ctx context.Context, b engine.Backend, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, error) {
-	if ob, ok := b.(engine.OptionBackend); ok && (opts.Chat || opts.Emit != nil) {
+	if ob, ok := b.(engine.OptionBackend); ok && (opts.Chat || opts.Emit != nil || len(opts.Stop) > 0) {
 		return ob.ServeWith(ctx, req, prompt, opts)
 	}
 	if opts.Chat {
 		return engine.Result{}, engine.ErrNoChat
+	}
+	if len(opts.Stop) > 0 {
+		return engine.Result{}, engine.ErrNoStop
 	}
 	res, err := b.Serve(ctx, req, prompt)
 	if err == nil && opts.Emit != nil && len(res.Output) > 0 {

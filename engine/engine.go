@@ -192,6 +192,11 @@ type OptionBackend interface {
 // no chat template to render it with.
 var ErrNoChat = errors.New("backend cannot render chat messages")
 
+// ErrNoStop is wrapped when a serve with stop strings reaches a backend
+// that cannot honour them (one that forwards to another node, whose
+// receipt covers the whole output): refused, never silently ignored.
+var ErrNoStop = errors.New("backend cannot honour stop strings")
+
 // MaxEngineTokens is the largest max_tokens any engine is handed: the
 // llama.cpp family reads n_predict as a signed 32-bit int, so a larger
 // value would wrap to a negative one. It is refused, never wrapped.

@@ -236,7 +236,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		case errors.As(err, &mb):
 			writeError(w, http.StatusRequestEntityTooLarge, apiError{Message: fmt.Sprintf("body exceeds %d bytes", mb.Limit), Code: "body_too_large"})
 		case errors.As(err, &te):
-			badField(w, te.Field, fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value))
+			// The JSON name, not the Go path through embedded structs.
+			field := strings.TrimPrefix(te.Field, "meshFields.")
+			badField(w, field, fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value))
 		case errors.As(err, &se):
 			writeError(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, err), Code: "malformed_json"})
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
@@ -293,6 +295,9 @@ func serveStatus(err error) (int, apiError) {
 	}
 	if le := (*agent.LimitError)(nil); errors.As(err, &le) {
 		return limitStatus(le, e)
+	}
+	if status, ce, ok := capabilityStatus(err, e); ok {
+		return status, ce
 	}
 	switch {
 	case errors.Is(err, wire.ErrBadRequest), errors.Is(err, agent.ErrNoBackend):

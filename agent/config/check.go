@@ -87,6 +87,7 @@ func (v *checker) run() {
 	v.meters()
 	v.relations()
 	v.backends()
+	v.aliases()
 	v.corpora()
 	v.fleet()
 	v.budget()
@@ -534,7 +535,7 @@ func (v *checker) backends() {
 		if !v.oneOf(p+"kind", b.Kind, kinds...) {
 			continue
 		}
-		allowed := map[string]bool{"name": true, "kind": true, "fidelity": true, "uj_per_token": true, "meters": true, "max_tokens": true}
+		allowed := map[string]bool{"name": true, "kind": true, "fidelity": true, "uj_per_token": true, "meters": true, "max_tokens": true, "aliases": true}
 		for _, f := range backendFields[b.Kind] {
 			allowed[f] = true
 		}
