@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -390,6 +391,12 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}
 		candidates = []engine.Backend{b}
 	}
+	// An embedding serve goes only to embedding backends, and no other
+	// serve does: neither can answer the other.
+	if candidates, err = byCapability(candidates, opts.Engine.Embed); err != nil {
+		ev.Reason = "bad_request"
+		return nil, fmt.Errorf("serve %s: %w", id, err)
+	}
 	// Bounded work: a request over a cap is refused here, before the
 	// grant's hold, routing or any engine work.
 	if candidates, err = admitLimits(req, candidates, t.maxCeilingUJ); err != nil {
@@ -656,7 +663,7 @@ func clampFirstToken(first *uint64, serveNs uint64, res engine.Result) *uint64 {
 }
 
 func serveOn(ctx context.Context, b engine.Backend, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, error) {
-	if ob, ok := b.(engine.OptionBackend); ok && (opts.Chat || opts.Emit != nil || len(opts.Stop) > 0) {
+	if ob, ok := b.(engine.OptionBackend); ok && (opts.Chat || opts.Emit != nil || len(opts.Stop) > 0 || opts.Embed) {
 		return ob.ServeWith(ctx, req, prompt, opts)
 	}
 	if opts.Chat {
@@ -665,6 +672,9 @@ func serveOn(ctx context.Context, b engine.Backend, req wire.ServeRequest, promp
 	if len(opts.Stop) > 0 {
 		return engine.Result{}, engine.ErrNoStop
 	}
+	if opts.Embed {
+		return engine.Result{}, engine.ErrNoEmbed
+	}
 	res, err := b.Serve(ctx, req, prompt)
 	if err == nil && opts.Emit != nil && len(res.Output) > 0 {
 		if err := opts.Emit(res.Output); err != nil {
@@ -672,6 +682,32 @@ func serveOn(ctx context.Context, b engine.Backend, req wire.ServeRequest, promp
 		}
 	}
 	return res, err
+}
+
+// byCapability keeps the candidates that can serve an embedding serve
+// (embed) or any other; none left is engine.ErrNoEmbed, a bad request.
+func byCapability(candidates []engine.Backend, embed bool) ([]engine.Backend, error) {
+	var out []engine.Backend
+	for _, b := range candidates {
+		if engine.Embeds(b) == embed {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 && len(candidates) > 0 {
+		if embed {
+			return nil, fmt.Errorf("%w: %w: no embedding backend among %s", wire.ErrBadRequest, engine.ErrNoEmbed, names(candidates))
+		}
+		return nil, fmt.Errorf("%w: %w: %s only embeds", wire.ErrBadRequest, engine.ErrNoEmbed, names(candidates))
+	}
+	return out, nil
+}
+
+func names(bs []engine.Backend) string {
+	s := make([]string, len(bs))
+	for i, b := range bs {
+		s[i] = b.Name()
+	}
+	return strings.Join(s, ", ")
 }
 
 func estimatorMetering(span time.Duration) wire.Metering {

@@ -99,6 +99,11 @@ type Options struct {
 	// streamed in part, and Result.Stopped is set. At most MaxStop
 	// non-empty strings.
 	Stop []string
+	// Embed says the prompt is a JSON array of texts to embed
+	// (ParseEmbedInput) rather than a prompt to continue: Result.Output
+	// is then the vectors (EmbedResult). Only an Embedder that Embeds
+	// serves it.
+	Embed bool
 }
 
 // MaxStop is the most stop strings a serve may carry (OpenAI's bound).

@@ -27,6 +27,10 @@ type ReferenceConfig struct {
 	// DefaultReferenceMaxTokens. The reference engine has no context to
 	// run out of, so the cap is what bounds its work.
 	MaxTokens uint32
+	// Embedding makes this an embedding backend: it serves only
+	// embedding serves (Options.Embed), with deterministic vectors of
+	// ReferenceEmbedDim values.
+	Embedding bool
 }
 
 // DefaultReferenceMaxTokens is a reference backend's max_tokens cap when
@@ -74,6 +78,9 @@ func (r *Reference) Fidelity() wire.Fidelity { return r.cfg.Fidelity }
 // UJPerToken implements Backend.
 func (r *Reference) UJPerToken() uint64 { return r.cfg.UJPerToken }
 
+// Embeds implements Embedder.
+func (r *Reference) Embeds() bool { return r.cfg.Embedding }
+
 // TokenCap implements TokenCapped.
 func (r *Reference) TokenCap() uint32 { return r.cfg.MaxTokens }
 
@@ -109,6 +116,29 @@ func (r *Reference) ServeWith(ctx context.Context, req wire.ServeRequest, prompt
 	}
 	if req.MaxTokens > r.cfg.MaxTokens {
 		return Result{}, fmt.Errorf("reference engine %s: %w: %w: %d > %d", r.cfg.Name, wire.ErrBadRequest, ErrTooManyTokens, req.MaxTokens, r.cfg.MaxTokens)
+	}
+	if opts.Embed != r.cfg.Embedding {
+		if r.cfg.Embedding {
+			return Result{}, fmt.Errorf("reference engine %s: %w: it is an embedding backend, and serves only embeddings", r.cfg.Name, ErrNoEmbed)
+		}
+		return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, ErrNoEmbed)
+	}
+	if opts.Embed {
+		texts, err := ParseEmbedInput(prompt)
+		if err != nil {
+			return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, err)
+		}
+		vecs := make([][]float32, len(texts))
+		in := 0
+		for i, t := range texts {
+			if err := ctx.Err(); err != nil {
+				return Result{}, fmt.Errorf("reference engine %s: interrupted after %d embeddings: %w", r.cfg.Name, i, err)
+			}
+			var n int
+			vecs[i], n = r.referenceEmbed(t)
+			in += n
+		}
+		return EmbedResult(vecs, in)
 	}
 	text := prompt
 	if opts.Chat {

@@ -31,6 +31,7 @@ var routeRoles = map[string]string{
 	"POST /v1/serve":                        "serve",
 	"POST /v1/completions":                  "serve",
 	"POST /v1/chat/completions":             "serve",
+	"POST /v1/embeddings":                   "serve",
 	"POST /v1/rag/{org}/{name}/{procedure}": "serve",
 	"GET /v1/models":                        "serve read",
 	"GET /v1/rag":                           "serve read",
@@ -66,6 +67,7 @@ func requestFor(t *testing.T, pattern string) *http.Request {
 		"/v1/completions":      `{"prompt":"who may","max_tokens":2}`,
 		"/v1/chat/completions": `{"messages":[{"role":"user","content":"who may"}],"max_tokens":2}`,
 		"/v1/meters/idle":      `{"backend":"ref-tiny","seconds":0.01}`,
+		"/v1/embeddings":       `{"input":"who may"}`,
 	}[path]
 	if method == "POST" && body == "" {
 		body = "{}"

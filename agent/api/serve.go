@@ -165,7 +165,7 @@ type chatBody struct {
 	Messages  []json.RawMessage `json:"messages"`
 	MaxTokens *uint32           `json:"max_tokens"`
 	// MaxCompletionTokens is the newer name of max_tokens.
-	MaxCompletionTokens *uint32 `json:"max_completion_tokens"`
+	MaxCompletionTokens *uint32         `json:"max_completion_tokens"`
 	Stream              bool            `json:"stream"`
 	N                   *int            `json:"n"`
 	Stop                json.RawMessage `json:"stop"`

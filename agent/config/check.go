@@ -61,9 +61,9 @@ var drivers = []string{"ina226", "ina219", "hwmon", "rapl", "nvml", "um", "line"
 // backendFields says which keys each kind reads, besides the common name,
 // kind, fidelity, uj_per_token and meters.
 var backendFields = map[string][]string{
-	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
-	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
-	"reference":    {"work"},
+	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args", "embedding"},
+	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args", "embedding"},
+	"reference":    {"work", "embedding"},
 	"meshd":        {"url", "steward", "timeout", "token_file", "ca_file", "server_sha256", "cert_file", "key_file"},
 }
 

@@ -441,6 +441,10 @@ func (e *Engine) Acquire(ctx context.Context) (context.Context, func(), error) {
 	return context.WithValue(ctx, slotKey{}, e), func() { once.Do(func() { <-e.slot }) }, nil
 }
 
+// Embeds implements engine.Embedder: an engine started with Embedding
+// serves embedding serves only.
+func (e *Engine) Embeds() bool { return e.cfg.Embedding }
+
 // Serve implements engine.Backend: one /completion on the healthy child.
 // The prompt must be UTF-8 text whose content id is req.PromptHash.
 func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (engine.Result, error) {
@@ -473,6 +477,20 @@ func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []
 		// JSON would silently replace invalid bytes, serving a prompt
 		// other than the one whose hash the receipt names.
 		return engine.Result{}, fmt.Errorf("serve: %w: the prompt is not valid UTF-8 text", wire.ErrBadRequest)
+	}
+	if opts.Embed != e.cfg.Embedding {
+		return engine.Result{}, fmt.Errorf("serve: backend %s: %w (embedding engine: %v)", e.cfg.Name, engine.ErrNoEmbed, e.cfg.Embedding)
+	}
+	if opts.Embed {
+		texts, err := engine.ParseEmbedInput(prompt)
+		if err != nil {
+			return engine.Result{}, fmt.Errorf("serve: %w", err)
+		}
+		vecs, tokens, err := e.Embed(ctx, texts)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		return engine.EmbedResult(vecs, tokens)
 	}
 	var msgs []engine.ChatMessage
 	if opts.Chat {
