@@ -136,6 +136,10 @@ func capabilityStatus(err error, e apiError) (int, apiError, bool) {
 	case errors.Is(err, engine.ErrNoChat):
 		e.Code, e.Param = "chat_unsupported", "messages"
 		e.Message = fmt.Sprintf("the backend's model has no chat template; use /v1/completions, or pin a backend with one (model): %s", e.Message)
+	case errors.Is(err, engine.ErrNoEmbed):
+		// An embedding serve with no embedding backend, or a serve pinned
+		// to one that only embeds: the model named is the fault.
+		e.Code, e.Param = "wrong_backend_kind", "model"
 	case errors.Is(err, engine.ErrNoStop):
 		e.Code, e.Param = "unsupported_field", "stop"
 	default:
