@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -228,6 +229,9 @@ type Response struct {
 	Decision  Decision
 	Sealed    *steward.Sealed
 	Output    []byte
+	// Stopped says the engine ended the output on one of the serve's stop
+	// strings (engine.Options.Stop).
+	Stopped bool
 	// IdleRecord is the idle record of the quiet stretch the serve's
 	// x_idle_uw subtracts, when this serve sealed it (the first to use
 	// that stretch); nil otherwise.
@@ -276,6 +280,11 @@ type Options struct {
 	// by piece as for a streamed serve (a child engine streams, about
 	// 0.1 ms a serve), so the daemon times the first piece itself.
 	TimeFirstToken bool
+	// Chosen, when set, is told the backend's name once routing has
+	// chosen it and before the engine runs (again for a fallback, which
+	// happens only before any output), so a streamed answer can name the
+	// model on its first piece.
+	Chosen func(backend string)
 }
 
 // ErrNoBackend is wrapped when a serve names a backend that is not
@@ -387,6 +396,12 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		}
 		candidates = []engine.Backend{b}
 	}
+	// An embedding serve goes only to embedding backends, and no other
+	// serve does: neither can answer the other.
+	if candidates, err = byCapability(candidates, opts.Engine.Embed); err != nil {
+		ev.Reason = "bad_request"
+		return nil, fmt.Errorf("serve %s: %w", id, err)
+	}
 	// Bounded work: a request over a cap is refused here, before the
 	// grant's hold, routing or any engine work.
 	if candidates, err = admitLimits(req, candidates, t.maxCeilingUJ); err != nil {
@@ -448,6 +463,9 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 					return nil, &ServeError{Decision: dec, Err: fmt.Errorf("serve %s on %s: %w: %v", id, b.Name(), ErrUnmetered, err)}
 				}
 			}
+		}
+		if opts.Chosen != nil {
+			opts.Chosen(b.Name())
 		}
 		eopts := opts.Engine
 		eopts.Grant = opts.Grant
@@ -531,7 +549,7 @@ func (a *Agent) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []b
 		a.costs.observe(b.Name(), e.Provenance(), e.UJ(), uint64(res.Outcome.TokensIn)+uint64(res.Outcome.TokensOut))
 		ev.Degraded = meter != nil && e.Provenance() == wire.Estimator
 	}
-	resp = &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output, IdleRecord: idleRec}
+	resp = &Response{RequestID: id, Decision: dec, Sealed: sealed, Output: res.Output, Stopped: res.Stopped, IdleRecord: idleRec}
 	if hold != nil {
 		// The receipt is the truth the ledger recovers from, so settle at
 		// exactly the debit it states.
@@ -655,11 +673,17 @@ func clampFirstToken(first *uint64, serveNs uint64, res engine.Result) *uint64 {
 }
 
 func serveOn(ctx context.Context, b engine.Backend, req wire.ServeRequest, prompt []byte, opts engine.Options) (engine.Result, error) {
-	if ob, ok := b.(engine.OptionBackend); ok && (opts.Chat || opts.Emit != nil) {
+	if ob, ok := b.(engine.OptionBackend); ok && (opts.Chat || opts.Emit != nil || len(opts.Stop) > 0 || opts.Embed) {
 		return ob.ServeWith(ctx, req, prompt, opts)
 	}
 	if opts.Chat {
 		return engine.Result{}, engine.ErrNoChat
+	}
+	if len(opts.Stop) > 0 {
+		return engine.Result{}, engine.ErrNoStop
+	}
+	if opts.Embed {
+		return engine.Result{}, engine.ErrNoEmbed
 	}
 	res, err := b.Serve(ctx, req, prompt)
 	if err == nil && opts.Emit != nil && len(res.Output) > 0 {
@@ -668,6 +692,32 @@ func serveOn(ctx context.Context, b engine.Backend, req wire.ServeRequest, promp
 		}
 	}
 	return res, err
+}
+
+// byCapability keeps the candidates that can serve an embedding serve
+// (embed) or any other; none left is engine.ErrNoEmbed, a bad request.
+func byCapability(candidates []engine.Backend, embed bool) ([]engine.Backend, error) {
+	var out []engine.Backend
+	for _, b := range candidates {
+		if engine.Embeds(b) == embed {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 && len(candidates) > 0 {
+		if embed {
+			return nil, fmt.Errorf("%w: %w: no embedding backend among %s", wire.ErrBadRequest, engine.ErrNoEmbed, names(candidates))
+		}
+		return nil, fmt.Errorf("%w: %w: %s only embeds", wire.ErrBadRequest, engine.ErrNoEmbed, names(candidates))
+	}
+	return out, nil
+}
+
+func names(bs []engine.Backend) string {
+	s := make([]string, len(bs))
+	for i, b := range bs {
+		s[i] = b.Name()
+	}
+	return strings.Join(s, ", ")
 }
 
 func estimatorMetering(span time.Duration) wire.Metering {

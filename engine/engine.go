@@ -4,9 +4,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 
 	"meshd/wire"
 )
@@ -36,6 +38,9 @@ type Result struct {
 	Outcome wire.ServeOutcome
 	// Output is the generated text (or token bytes) returned to the caller.
 	Output []byte
+	// Stopped says generation ended on one of Options.Stop: the output
+	// ends before the stop string, which is not delivered.
+	Stopped bool
 	// Upstream is set by a backend that forwarded the serve to another
 	// mesh/1 node: the receipt sealed there, whose energy and evidence the
 	// local receipt carries (never better than the upstream's).
@@ -95,7 +100,96 @@ type Options struct {
 	// Grant is the grant envelope the serve rides on, for a backend that
 	// forwards it to another node; engines that serve locally ignore it.
 	Grant []byte
+	// Stop ends generation at the first occurrence of any of these
+	// strings (OpenAI's and llama-server's "stop"): the output ends
+	// before it, the stop string itself is never delivered, not even
+	// streamed in part, and Result.Stopped is set. At most MaxStop
+	// non-empty strings.
+	Stop []string
+	// Embed says the prompt is a JSON array of texts to embed
+	// (ParseEmbedInput) rather than a prompt to continue: Result.Output
+	// is then the vectors (EmbedResult). Only an Embedder that Embeds
+	// serves it.
+	Embed bool
 }
+
+// MaxStop is the most stop strings a serve may carry (OpenAI's bound).
+const MaxStop = 4
+
+// CheckStop refuses a stop list the engines do not take: more than
+// MaxStop strings, or an empty one. Errors wrap wire.ErrBadRequest.
+func CheckStop(stop []string) error {
+	if len(stop) > MaxStop {
+		return fmt.Errorf("%w: %d stop strings, at most %d", wire.ErrBadRequest, len(stop), MaxStop)
+	}
+	for i, s := range stop {
+		if s == "" {
+			return fmt.Errorf("%w: stop string %d is empty", wire.ErrBadRequest, i)
+		}
+	}
+	return nil
+}
+
+// StopCutter cuts a growing output at the first stop string, holding back
+// a tail that may be the start of one, so that a streamed piece never
+// carries any part of a stop string.
+type StopCutter struct {
+	stop []string
+	buf  []byte
+	sent int // bytes of buf released
+	at   int // where a stop string begins, -1 until one is found
+}
+
+// NewStopCutter returns a cutter for stop (which may be empty: then every
+// byte is released at once).
+func NewStopCutter(stop []string) *StopCutter { return &StopCutter{stop: stop, at: -1} }
+
+// Add appends piece and returns the bytes now safe to deliver, and
+// whether a stop string has been found (then nothing more is released).
+func (c *StopCutter) Add(piece []byte) ([]byte, bool) {
+	if c.at >= 0 {
+		return nil, true
+	}
+	// A match may begin in the held-back tail, never before it.
+	from := c.sent
+	c.buf = append(c.buf, piece...)
+	for _, s := range c.stop {
+		if i := bytes.Index(c.buf[from:], []byte(s)); i >= 0 && (c.at < 0 || from+i < c.at) {
+			c.at = from + i
+		}
+	}
+	if c.at >= 0 {
+		out := bytes.Clone(c.buf[c.sent:c.at])
+		c.sent = c.at
+		return out, true
+	}
+	hold := 0
+	for _, s := range c.stop {
+		for n := min(len(s)-1, len(c.buf)-c.sent); n > hold; n-- {
+			if bytes.HasSuffix(c.buf, []byte(s[:n])) {
+				hold = n
+				break
+			}
+		}
+	}
+	out := bytes.Clone(c.buf[c.sent : len(c.buf)-hold])
+	c.sent = len(c.buf) - hold
+	return out, false
+}
+
+// Flush releases the held-back tail at the end of generation (none once
+// a stop string was found).
+func (c *StopCutter) Flush() []byte {
+	if c.at >= 0 {
+		return nil
+	}
+	out := bytes.Clone(c.buf[c.sent:])
+	c.sent = len(c.buf)
+	return out
+}
+
+// Output is everything released so far.
+func (c *StopCutter) Output() []byte { return c.buf[:c.sent] }
 
 // OptionBackend is a Backend that honours Options: streaming its output
 // and rendering chat messages.
@@ -109,6 +203,11 @@ type OptionBackend interface {
 // ErrNoChat is wrapped when a chat serve reaches a backend whose engine has
 // no chat template to render it with.
 var ErrNoChat = errors.New("backend cannot render chat messages")
+
+// ErrNoStop is wrapped when a serve with stop strings reaches a backend
+// that cannot honour them (one that forwards to another node, whose
+// receipt covers the whole output): refused, never silently ignored.
+var ErrNoStop = errors.New("backend cannot honour stop strings")
 
 // MaxEngineTokens is the largest max_tokens any engine is handed: the
 // llama.cpp family reads n_predict as a signed 32-bit int, so a larger

@@ -27,6 +27,10 @@ type ReferenceConfig struct {
 	// DefaultReferenceMaxTokens. The reference engine has no context to
 	// run out of, so the cap is what bounds its work.
 	MaxTokens uint32
+	// Embedding makes this an embedding backend: it serves only
+	// embedding serves (Options.Embed), with deterministic vectors of
+	// ReferenceEmbedDim values.
+	Embedding bool
 }
 
 // DefaultReferenceMaxTokens is a reference backend's max_tokens cap when
@@ -74,6 +78,9 @@ func (r *Reference) Fidelity() wire.Fidelity { return r.cfg.Fidelity }
 // UJPerToken implements Backend.
 func (r *Reference) UJPerToken() uint64 { return r.cfg.UJPerToken }
 
+// Embeds implements Embedder.
+func (r *Reference) Embeds() bool { return r.cfg.Embedding }
+
 // TokenCap implements TokenCapped.
 func (r *Reference) TokenCap() uint32 { return r.cfg.MaxTokens }
 
@@ -99,12 +106,39 @@ var _ OptionBackend = (*Reference)(nil)
 // first token bare, every later one with a leading space, so that the
 // pieces concatenate to Output. An Emit error abandons the serve at once
 // and is returned wrapped.
+//
+// With opts.Stop, generation ends at the first stop string: the output is
+// cut before it, a streamed piece holds back any tail that may begin one,
+// and tokens_out (and accepted) count only the tokens with text delivered.
 func (r *Reference) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []byte, opts Options) (Result, error) {
 	if err := req.Validate(); err != nil {
 		return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, err)
 	}
 	if req.MaxTokens > r.cfg.MaxTokens {
 		return Result{}, fmt.Errorf("reference engine %s: %w: %w: %d > %d", r.cfg.Name, wire.ErrBadRequest, ErrTooManyTokens, req.MaxTokens, r.cfg.MaxTokens)
+	}
+	if opts.Embed != r.cfg.Embedding {
+		if r.cfg.Embedding {
+			return Result{}, fmt.Errorf("reference engine %s: %w: it is an embedding backend, and serves only embeddings", r.cfg.Name, ErrNoEmbed)
+		}
+		return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, ErrNoEmbed)
+	}
+	if opts.Embed {
+		texts, err := ParseEmbedInput(prompt)
+		if err != nil {
+			return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, err)
+		}
+		vecs := make([][]float32, len(texts))
+		in := 0
+		for i, t := range texts {
+			if err := ctx.Err(); err != nil {
+				return Result{}, fmt.Errorf("reference engine %s: interrupted after %d embeddings: %w", r.cfg.Name, i, err)
+			}
+			var n int
+			vecs[i], n = r.referenceEmbed(t)
+			in += n
+		}
+		return EmbedResult(vecs, in)
 	}
 	text := prompt
 	if opts.Chat {
@@ -114,31 +148,59 @@ func (r *Reference) ServeWith(ctx context.Context, req wire.ServeRequest, prompt
 		}
 		text = []byte(RenderReferenceChat(msgs))
 	}
+	if err := CheckStop(opts.Stop); err != nil {
+		return Result{}, fmt.Errorf("reference engine %s: %w", r.cfg.Name, err)
+	}
 	in := len(bytes.Fields(text))
 	state := blake3.Sum256(text)
-	var out bytes.Buffer
-	for t := uint32(0); t < req.MaxTokens; t++ {
+	// The output passes through the stop cutter: with no stop strings it
+	// releases every piece whole, as it is made.
+	cut := NewStopCutter(opts.Stop)
+	emit := func(t uint32, piece []byte) error {
+		if opts.Emit == nil || len(piece) == 0 {
+			return nil
+		}
+		if err := opts.Emit(piece); err != nil {
+			return fmt.Errorf("reference engine %s: output abandoned after %d tokens: %w", r.cfg.Name, t+1, err)
+		}
+		return nil
+	}
+	var starts []int // each token's first byte in the generated text
+	made, stopped := 0, false
+	for t := uint32(0); t < req.MaxTokens && !stopped; t++ {
 		if err := ctx.Err(); err != nil {
 			return Result{}, fmt.Errorf("reference engine %s: interrupted after %d tokens: %w", r.cfg.Name, t, err)
 		}
 		for i := 0; i < r.cfg.Work; i++ {
 			state = blake3.Sum256(state[:])
 		}
-		start := out.Len()
+		piece := referenceWords[state[0]&15]
 		if t > 0 {
-			out.WriteByte(' ')
+			piece = " " + piece
 		}
-		out.WriteString(referenceWords[state[0]&15])
-		if opts.Emit != nil {
-			// A copy: the buffer grows under the piece.
-			piece := bytes.Clone(out.Bytes()[start:])
-			if err := opts.Emit(piece); err != nil {
-				return Result{}, fmt.Errorf("reference engine %s: output abandoned after %d tokens: %w", r.cfg.Name, t+1, err)
-			}
+		starts = append(starts, made)
+		made += len(piece)
+		var ready []byte
+		ready, stopped = cut.Add([]byte(piece))
+		if err := emit(t, ready); err != nil {
+			return Result{}, err
 		}
 	}
-	o := wire.ServeOutcome{TokensIn: uint32(in), TokensOut: req.MaxTokens, TokensAccepted: req.MaxTokens}
-	return Result{Outcome: o, Output: out.Bytes()}, nil
+	if err := emit(uint32(len(starts)-1), cut.Flush()); err != nil {
+		return Result{}, err
+	}
+	out := cut.Output()
+	// The tokens delivered: those with at least one byte before the cut.
+	// A token wholly inside (or after) the stop string was made but never
+	// delivered, and the outcome claims only what was.
+	n := uint32(0)
+	for _, s := range starts {
+		if s < len(out) {
+			n++
+		}
+	}
+	o := wire.ServeOutcome{TokensIn: uint32(in), TokensOut: n, TokensAccepted: n}
+	return Result{Outcome: o, Output: bytes.Clone(out), Stopped: stopped}, nil
 }
 
 // ChatMessage is one message of a chat prompt (Options.Chat).

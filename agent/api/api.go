@@ -113,6 +113,7 @@ func New(n *node.Node, opts Options) *Server {
 	s.handleFunc(serve, "POST /v1/serve", s.serve)
 	s.handleFunc(serve, "POST /v1/completions", s.completions)
 	s.handleFunc(serve, "POST /v1/chat/completions", s.chat)
+	s.handleFunc(serve, "POST /v1/embeddings", s.embeddings)
 	s.handleFunc(read, "GET /v1/receipts", s.receipts)
 	s.handleFunc(read, "GET /v1/receipts/{seq}", s.receipt)
 	s.handleFunc(read, "GET /v1/chain/head", s.head)
@@ -160,7 +161,51 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = ow
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		notRouted(w, r, s.mux)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// notRouted answers a request no route takes with the mux's status (404,
+// or 405 with its Allow header) in the JSON error shape every other
+// answer has, so an OpenAI client shows the reason rather than a page.
+func notRouted(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) {
+	st := &statusOnly{h: http.Header{}}
+	mux.ServeHTTP(st, r)
+	if allow := st.h.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	switch st.code {
+	case http.StatusMethodNotAllowed:
+		writeError(w, st.code, apiError{Message: fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, st.h.Get("Allow")), Code: "method_not_allowed"})
+	case http.StatusNotFound, 0:
+		writeError(w, http.StatusNotFound, apiError{Message: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: "not_found"})
+	default:
+		// A redirect the mux makes (a cleaned path): as it is.
+		for k, v := range st.h {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(st.code)
+	}
+}
+
+// statusOnly records a handler's headers and status, dropping its body.
+type statusOnly struct {
+	h    http.Header
+	code int
+}
+
+func (s *statusOnly) Header() http.Header { return s.h }
+func (s *statusOnly) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+}
+func (s *statusOnly) Write(b []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 // HTTPServer returns an http.Server for s with timeouts that keep a slow
@@ -258,7 +303,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		case errors.As(err, &mb):
 			writeError(w, http.StatusRequestEntityTooLarge, apiError{Message: fmt.Sprintf("body exceeds %d bytes", mb.Limit), Code: "body_too_large"})
 		case errors.As(err, &te):
-			badField(w, te.Field, fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value))
+			// The JSON name, not the Go path through embedded structs.
+			field := strings.TrimPrefix(te.Field, "meshFields.")
+			badField(w, field, fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value))
 		case errors.As(err, &se):
 			writeError(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, err), Code: "malformed_json"})
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
@@ -315,6 +362,9 @@ func serveStatus(err error) (int, apiError) {
 	}
 	if le := (*agent.LimitError)(nil); errors.As(err, &le) {
 		return limitStatus(le, e)
+	}
+	if status, ce, ok := capabilityStatus(err, e); ok {
+		return status, ce
 	}
 	switch {
 	case errors.Is(err, wire.ErrBadRequest), errors.Is(err, agent.ErrNoBackend):

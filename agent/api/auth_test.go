@@ -31,6 +31,7 @@ var routeRoles = map[string]string{
 	"POST /v1/serve":                        "serve",
 	"POST /v1/completions":                  "serve",
 	"POST /v1/chat/completions":             "serve",
+	"POST /v1/embeddings":                   "serve",
 	"POST /v1/rag/{org}/{name}/{procedure}": "serve",
 	"GET /v1/models":                        "serve read",
 	"GET /v1/rag":                           "serve read",
@@ -76,6 +77,7 @@ func requestFor(t *testing.T, pattern string) *http.Request {
 		"/api/chat":            `{"model":"ref-tiny","messages":[{"role":"user","content":"who may"}],"stream":false,"options":{"num_predict":2}}`,
 		"/api/embed":           `{"model":"ref-tiny","input":"who may"}`,
 		"/api/show":            `{"model":"ref-tiny"}`,
+		"/v1/embeddings":       `{"input":"who may"}`,
 	}[path]
 	if method == "POST" && body == "" {
 		body = "{}"

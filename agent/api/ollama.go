@@ -371,7 +371,7 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, o ollamaServe
 			promptEval, eval = first.Sub(serveStart), end.Sub(first)
 		}
 		m["done"] = true
-		m["done_reason"] = finish(rc.TokensOut, req.MaxTokens)
+		m["done_reason"] = finish(resp, req.MaxTokens)
 		m["total_duration"] = end.Sub(start).Nanoseconds()
 		m["load_duration"] = 0
 		m["prompt_eval_count"] = rc.TokensIn
@@ -568,28 +568,63 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request) {
 		badField(w, "model", "required (GET /api/tags lists them)")
 		return
 	}
-	if _, err := embedInput(b.Input); err != nil {
+	start := time.Now()
+	texts, err := embedInput(b.Input)
+	if err != nil {
 		badField(w, "input", err.Error())
 		return
 	}
-	writeError(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("%q does not support embeddings: no backend of this node embeds as a metered serve", b.Model),
-		Param: "model", Code: "no_embeddings"})
-}
-
-// embedInput is Ollama's input: one string or an array of them.
-func embedInput(raw json.RawMessage) ([]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, errors.New("required: a string or an array of strings")
+	if b.Truncate != nil && !*b.Truncate {
+		badField(w, "truncate", "false is not served: the engine embeds what fits its context")
+		return
 	}
-	var one string
-	if err := json.Unmarshal(raw, &one); err == nil {
-		return []string{one}, nil
+	f, _, ok := ollamaMesh(w, b.meshFields, b.Options)
+	if !ok {
+		return
 	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil || len(many) == 0 {
-		return nil, errors.New("want a string or a non-empty array of strings")
+	pin := s.ollamaBackend(b.Model)
+	if pin == "" {
+		writeError(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("model '%s' not found", b.Model), Param: "model", Code: "not_found"})
+		return
 	}
-	return many, nil
+	// The same metered serve as /v1/embeddings: one receipt for the
+	// texts, max_tokens the number of texts.
+	prompt, err := json.Marshal(texts)
+	if err != nil {
+		badField(w, "input", err.Error())
+		return
+	}
+	n := uint32(len(texts))
+	req, env, ok := s.request(w, f, prompt, &n)
+	if !ok || !s.runAllowed(w, r, f.Run) {
+		return
+	}
+	done, ok := s.admit(w)
+	if !ok {
+		return
+	}
+	defer done()
+	resp, err := s.run(r.Context(), req, prompt, agent.Options{Grant: env, Run: f.Run, Engine: engine.Options{Embed: true}, Backend: pin})
+	if resp == nil {
+		status, e := serveStatus(err)
+		if errors.Is(err, engine.ErrNoEmbed) {
+			status, e = http.StatusBadRequest, apiError{Message: fmt.Sprintf("%q does not support embeddings: %v", b.Model, err), Param: "model", Code: "no_embeddings"}
+		}
+		writeError(w, status, e)
+		return
+	}
+	var vecs [][]float32
+	if err := json.Unmarshal(resp.Output, &vecs); err != nil || len(vecs) != len(texts) {
+		writeError(w, http.StatusBadGateway, apiError{Message: fmt.Sprintf("the engine's embeddings are malformed (%d for %d texts): %v; receipt %s", len(vecs), len(texts), err, resp.Sealed.ID), Code: "engine_failed"})
+		return
+	}
+	rc := resp.Sealed.Receipt
+	setReceiptHeaders(w.Header(), resp.Sealed)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"model": b.Model, "embeddings": vecs,
+		"total_duration": time.Since(start).Nanoseconds(), "load_duration": 0, "prompt_eval_count": rc.TokensIn,
+		"mesh_receipt": ollamaReceipt(resp.Sealed),
+	})
 }
 
 // ollamaErrors rewrites an error answer on an /api/ path into Ollama's

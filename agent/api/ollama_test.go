@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"meshd/agent/node"
 	"meshd/auth"
 	"meshd/steward"
+	"meshd/wire"
 )
 
 // ollamaDir is the Ollama client conformance script, from this package.
@@ -198,8 +200,8 @@ func TestOllamaErrors(t *testing.T) {
 		{"POST", "/api/embed", `{"model":"ref-tiny","input":"a joule"}`, 400, `"ref-tiny" does not support embeddings`},
 		{"POST", "/api/embed", `{"model":"ref-tiny","input":7}`, 400, "input: want a string"},
 		{"POST", "/api/show", `{"model":"llama3"}`, 404, "model 'llama3' not found"},
-		{"GET", "/api/generate", ``, 405, "Method Not Allowed"},
-		{"GET", "/api/ps", ``, 404, "404 page not found"},
+		{"GET", "/api/generate", ``, 405, "GET is not allowed on /api/generate (allowed: POST)"},
+		{"GET", "/api/ps", ``, 404, "no such endpoint: GET /api/ps"},
 	} {
 		t.Run(tc.path+" "+tc.msg, func(t *testing.T) {
 			r, _ := http.NewRequest(tc.method, st.URL+tc.path, strings.NewReader(tc.body))
@@ -340,7 +342,7 @@ func officialOllama(t *testing.T, key string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st := apitest.Start(t, apitest.RefBackends, node.Options{})
+	st := apitest.Start(t, fieldsBackends, node.Options{})
 	n, url := st.Node, st.URL
 	env := append(os.Environ(), "MESHD_API_KEY=")
 	if key != "" {
@@ -376,7 +378,7 @@ func officialOllama(t *testing.T, key string) {
 		}
 		got[seq] = f[2]
 	}
-	const calls = 4 // generate, generate stream, chat, chat stream
+	const calls = 5 // generate, generate stream, chat, chat stream, embed
 	if len(got) != calls {
 		t.Fatalf("test.mjs reports %d receipts, want %d:\n%s", len(got), calls, stdout.String())
 	}
@@ -387,5 +389,42 @@ func officialOllama(t *testing.T, key string) {
 		if o := openSeq(t, n, seq); o.ID.String() != id {
 			t.Errorf("log receipt %d is %s; the client was given %q", seq, o.ID, id)
 		}
+	}
+}
+
+// /api/embed is the same metered serve as /v1/embeddings: one receipt
+// for the texts, sealed in the log, its id in the answer; the vectors are
+// the engine's, one per text.
+func TestOllamaEmbed(t *testing.T) {
+	st := apitest.Start(t, fieldsBackends, node.Options{})
+	resp := ollamaPost(t, st.URL+"/api/embed", `{"model":"ref-embed","input":["a joule","a watt"]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	m := decodeJSON(t, resp.Body)
+	vecs, ok := m["embeddings"].([]any)
+	if !ok || len(vecs) != 2 {
+		t.Fatalf("embeddings %v", m["embeddings"])
+	}
+	a, b := vecs[0].([]any), vecs[1].([]any)
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("vectors of %d and %d values", len(a), len(b))
+	}
+	if fmt.Sprint(a) == fmt.Sprint(b) {
+		t.Fatal("two texts embedded alike")
+	}
+	r := m["mesh_receipt"].(map[string]any)
+	if r["backend"] != "ref-embed" || r["tokens_accepted"] != float64(2) || resp.Header.Get("Mesh-Receipt-Id") != r["id"] {
+		t.Fatalf("receipt %v (header %q)", r, resp.Header.Get("Mesh-Receipt-Id"))
+	}
+	seq := uint64(r["sequence"].(float64))
+	envs, err := st.Node.Stores.Log.Range(context.Background(), seq, 1)
+	if err != nil || len(envs) != 1 || wire.ContentOf(envs[0]).String() != r["id"] {
+		t.Fatalf("receipt %d is not the log's: %v", seq, err)
+	}
+	// A model that does not embed is refused as Ollama refuses one.
+	resp = ollamaPost(t, st.URL+"/api/embed", `{"model":"ref-tiny","input":"a joule"}`)
+	if m := decodeJSON(t, resp.Body); resp.StatusCode != 400 || !strings.Contains(fmt.Sprint(m["error"]), `"ref-tiny" does not support embeddings`) {
+		t.Fatalf("%d %v", resp.StatusCode, m)
 	}
 }

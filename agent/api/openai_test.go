@@ -35,6 +35,18 @@ func TestOfficialOpenAIClient(t *testing.T) {
 	}
 }
 
+// openaiBackends are the reference backends, ref-mid with an alias, and
+// a reference embedding backend.
+const openaiBackends = apitest.RefBackends + `aliases = ["mid-alias"]
+
+[[backend]]
+name = "ref-embed"
+kind = "reference"
+fidelity = 1
+uj_per_token = 5
+embedding = true
+`
+
 func officialClient(t *testing.T, key string) {
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
@@ -46,7 +58,7 @@ func officialClient(t *testing.T, key string) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st := apitest.Start(t, apitest.RefBackends, node.Options{})
+	st := apitest.Start(t, openaiBackends, node.Options{})
 	n, url := st.Node, st.URL
 	env := append(os.Environ(), "MESHD_API_KEY=")
 	if key != "" {
@@ -86,7 +98,10 @@ func officialClient(t *testing.T, key string) {
 		}
 		got[seq] = f[2]
 	}
-	const calls = 4 // completions, chat, chat stream, completions stream
+	// completions, chat, chat stream, completions stream; stop: unstopped,
+	// stopped, streamed; unique ids: two; embeddings: base64 and float;
+	// pinned: by name and by alias.
+	const calls = 13
 	if len(got) != calls {
 		t.Fatalf("test.mjs reports %d receipts, want %d:\n%s", len(got), calls, stdout.String())
 	}

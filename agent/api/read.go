@@ -149,7 +149,7 @@ func (s *Server) meters(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	var out []map[string]any
+	out := []map[string]any{} // none is an empty list, not null
 	for _, m := range s.node.Meters() {
 		info := m.Meter.Info()
 		st := m.Meter.Stats()
@@ -207,9 +207,12 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	var data []map[string]any
-	for _, bi := range s.node.Agent.Backends() {
-		data = append(data, map[string]any{"id": bi.Backend.Name(), "object": "model", "owned_by": "meshd", "created": 0})
+	// Each id here pins a serve to its backend (PROFILE §16); any other
+	// model id is served where routing decides.
+	data := []map[string]any{}
+	for _, m := range s.modelIDs() {
+		data = append(data, map[string]any{"id": m[0], "object": "model", "owned_by": "meshd", "created": 0,
+			"backend": m[1], "pins": true})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }

@@ -150,6 +150,11 @@ type completionBody struct {
 	MaxTokens *uint32         `json:"max_tokens"`
 	Stream    bool            `json:"stream"`
 	N         *int            `json:"n"`
+	Stop      json.RawMessage `json:"stop"`
+	Echo      json.RawMessage `json:"echo"`
+	BestOf    json.RawMessage `json:"best_of"`
+	Suffix    json.RawMessage `json:"suffix"`
+	Logprobs  json.RawMessage `json:"logprobs"`
 }
 
 type chatMessage struct {
@@ -163,9 +168,17 @@ type chatBody struct {
 	Messages  []json.RawMessage `json:"messages"`
 	MaxTokens *uint32           `json:"max_tokens"`
 	// MaxCompletionTokens is the newer name of max_tokens.
-	MaxCompletionTokens *uint32 `json:"max_completion_tokens"`
-	Stream              bool    `json:"stream"`
-	N                   *int    `json:"n"`
+	MaxCompletionTokens *uint32         `json:"max_completion_tokens"`
+	Stream              bool            `json:"stream"`
+	N                   *int            `json:"n"`
+	Stop                json.RawMessage `json:"stop"`
+	Tools               json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	Functions           json.RawMessage `json:"functions"`
+	FunctionCall        json.RawMessage `json:"function_call"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	Logprobs            json.RawMessage `json:"logprobs"`
+	TopLogprobs         json.RawMessage `json:"top_logprobs"`
 }
 
 // completions is POST /v1/completions in OpenAI's shape.
@@ -178,6 +191,18 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		badField(w, "n", "meshd returns one choice per request (each is metered and receipted on its own)")
 		return
 	}
+	if !refuseUnserved(w, []unservedField{
+		{"logprobs", b.Logprobs, "the engines do not report log probabilities"},
+		{"echo", falseOr(b.Echo), "the prompt is not echoed"},
+		{"best_of", oneOr(b.BestOf), "meshd returns one choice per request"},
+		{"suffix", b.Suffix, "insertion (a suffix after the completion) is not served"},
+	}) {
+		return
+	}
+	stop, ok := parseStop(w, b.Stop)
+	if !ok {
+		return
+	}
 	prompt, err := promptText(b.Prompt)
 	if err != nil {
 		badField(w, "prompt", err.Error())
@@ -187,7 +212,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.runAllowed(w, r, b.Run) {
 		return
 	}
-	s.openAI(w, r, req, []byte(prompt), env, b.Run, false, b.Stream, "max_tokens")
+	s.openAI(w, r, req, []byte(prompt), openAICall{env: env, run: b.Run, stream: b.Stream, mtParam: "max_tokens", stop: stop, model: b.Model})
 }
 
 // chat is POST /v1/chat/completions in OpenAI's shape. The messages are
@@ -199,6 +224,21 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	if b.N != nil && *b.N != 1 {
 		badField(w, "n", "meshd returns one choice per request (each is metered and receipted on its own)")
+		return
+	}
+	if !refuseUnserved(w, []unservedField{
+		{"tools", b.Tools, "tool calls are not served: the answer would ignore the tools"},
+		{"tool_choice", b.ToolChoice, "tool calls are not served"},
+		{"functions", b.Functions, "function calls are not served"},
+		{"function_call", b.FunctionCall, "function calls are not served"},
+		{"response_format", textOr(b.ResponseFormat), "only {\"type\":\"text\"}: the engines do not constrain output to JSON"},
+		{"logprobs", falseOr(b.Logprobs), "the engines do not report log probabilities"},
+		{"top_logprobs", b.TopLogprobs, "the engines do not report log probabilities"},
+	}) {
+		return
+	}
+	stop, ok := parseStop(w, b.Stop)
+	if !ok {
 		return
 	}
 	if len(b.Messages) == 0 {
@@ -229,7 +269,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.runAllowed(w, r, b.Run) {
 		return
 	}
-	s.openAI(w, r, req, prompt, env, b.Run, true, b.Stream, mtParam)
+	s.openAI(w, r, req, prompt, openAICall{env: env, run: b.Run, chat: true, stream: b.Stream, mtParam: mtParam, stop: stop, model: b.Model})
 }
 
 func promptText(raw json.RawMessage) (string, error) {
@@ -289,26 +329,42 @@ func parseMessage(raw json.RawMessage) (chatMessage, error) {
 	return chatMessage{Role: m.Role, Content: sb.String()}, nil
 }
 
+// openAICall is what a completions or chat body asks beyond the mesh/1
+// request.
+type openAICall struct {
+	env          []byte
+	run          *uint64
+	chat, stream bool
+	// mtParam is the body's name for max_tokens, which a refusal over the
+	// cap names.
+	mtParam string
+	stop    []string
+	// model is the body's model: a backend's name or alias pins the serve
+	// to it (PROFILE §16).
+	model string
+}
+
 // openAI runs a completions or chat serve and answers in OpenAI's shape,
-// streamed or whole. mtParam is the body's name for max_tokens, which a
-// refusal over the cap names.
-func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRequest, prompt, env []byte, run *uint64, chat, stream bool, mtParam string) {
+// streamed or whole.
+func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRequest, prompt []byte, c openAICall) {
+	chat, stream, mtParam := c.chat, c.stream, c.mtParam
 	done, ok := s.admit(w)
 	if !ok {
 		return
 	}
 	defer done()
-	rid, err := req.ID()
-	if err != nil {
+	if _, err := req.ID(); err != nil {
 		writeError(w, http.StatusBadRequest, apiError{Message: err.Error(), Code: "bad_request"})
 		return
 	}
-	id, object := "cmpl-"+rid.String()[:24], "text_completion"
+	// Random, never derived from the request: two identical requests are
+	// two serves with two receipts, and a client may key on the id.
+	id, object := "cmpl-"+randomID(), "text_completion"
 	if chat {
-		id, object = "chatcmpl-"+rid.String()[:24], "chat.completion"
+		id, object = "chatcmpl-"+randomID(), "chat.completion"
 	}
 	created := time.Now().Unix()
-	opts := agent.Options{Grant: env, Engine: engine.Options{Chat: chat}, Run: run}
+	opts := agent.Options{Grant: c.env, Engine: engine.Options{Chat: chat, Stop: c.stop}, Run: c.run, Backend: s.pinned(c.model)}
 	if !stream {
 		resp, err := s.run(r.Context(), req, prompt, opts)
 		if resp == nil {
@@ -317,7 +373,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRe
 			return
 		}
 		rc := resp.Sealed.Receipt
-		choice := map[string]any{"index": 0, "finish_reason": finish(rc.TokensOut, req.MaxTokens), "logprobs": nil}
+		choice := map[string]any{"index": 0, "finish_reason": finish(resp, req.MaxTokens), "logprobs": nil}
 		if chat {
 			choice["message"] = map[string]any{"role": "assistant", "content": string(resp.Output)}
 		} else {
@@ -335,7 +391,10 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRe
 	// serve refused before any output still gets its 4xx. The receipt's id
 	// comes as trailers and in the last event.
 	sse := &eventStream{w: w, rc: http.NewResponseController(w)}
+	// The chosen backend is known before the first piece (Chosen), so
+	// every chunk names the model, as OpenAI's do.
 	model := ""
+	opts.Chosen = func(b string) { model = b }
 	chunk := func(delta map[string]any, finishReason any) map[string]any {
 		c := map[string]any{"index": 0, "finish_reason": finishReason, "logprobs": nil}
 		if chat {
@@ -378,7 +437,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRe
 	if first && chat {
 		_ = sse.send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	}
-	last := chunk(map[string]any{}, finish(rc.TokensOut, req.MaxTokens))
+	last := chunk(map[string]any{}, finish(resp, req.MaxTokens))
 	if !chat {
 		last["choices"].([]any)[0].(map[string]any)["text"] = ""
 	}
@@ -391,8 +450,10 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRe
 	setReceiptHeaders(w.Header(), resp.Sealed)
 }
 
-func finish(out, max uint32) string {
-	if out >= max {
+// finish is OpenAI's finish_reason: "stop" when a stop string or the
+// end of generation ended it, "length" when max_tokens did.
+func finish(resp *agent.Response, max uint32) string {
+	if !resp.Stopped && resp.Sealed.Receipt.TokensOut >= max {
 		return "length"
 	}
 	return "stop"

@@ -61,9 +61,9 @@ var drivers = []string{"ina226", "ina219", "hwmon", "rapl", "nvml", "um", "line"
 // backendFields says which keys each kind reads, besides the common name,
 // kind, fidelity, uj_per_token and meters.
 var backendFields = map[string][]string{
-	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
-	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args"},
-	"reference":    {"work"},
+	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args", "embedding"},
+	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args", "embedding"},
+	"reference":    {"work", "embedding"},
 	"meshd":        {"url", "steward", "timeout", "token_file", "ca_file", "server_sha256", "cert_file", "key_file"},
 }
 
@@ -87,6 +87,7 @@ func (v *checker) run() {
 	v.meters()
 	v.relations()
 	v.backends()
+	v.aliases()
 	v.corpora()
 	v.fleet()
 	v.budget()
@@ -534,7 +535,7 @@ func (v *checker) backends() {
 		if !v.oneOf(p+"kind", b.Kind, kinds...) {
 			continue
 		}
-		allowed := map[string]bool{"name": true, "kind": true, "fidelity": true, "uj_per_token": true, "meters": true, "max_tokens": true}
+		allowed := map[string]bool{"name": true, "kind": true, "fidelity": true, "uj_per_token": true, "meters": true, "max_tokens": true, "aliases": true}
 		for _, f := range backendFields[b.Kind] {
 			allowed[f] = true
 		}

@@ -286,6 +286,15 @@ type Meter struct {
 type Backend struct {
 	// Name is required, unique, [A-Za-z0-9._-]+; it appears in receipts.
 	Name string `toml:"name,omitempty"`
+	// Aliases are further model ids that pin an OpenAI-shaped serve to
+	// this backend (PROFILE §16), e.g. the model's own name; unique
+	// across all backends' names and aliases.
+	Aliases []string `toml:"aliases,omitempty"`
+	// Embedding makes the backend an embedding engine (mesh-gguf,
+	// llama-server with --embedding; reference with deterministic
+	// vectors): it serves /v1/embeddings and nothing else, and no
+	// embedding serve goes anywhere else.
+	Embedding bool `toml:"embedding,omitempty"`
 	// Kind is mesh-gguf | llama-server | reference.
 	Kind string `toml:"kind,omitempty"`
 	// Model is the GGUF path; required for mesh-gguf/llama-server, not

@@ -617,7 +617,7 @@ func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, e
 	switch bc.Kind {
 	case "reference":
 		e, err := engine.NewReference(engine.ReferenceConfig{Name: bc.Name, Fidelity: wire.Fidelity(bc.Fidelity), UJPerToken: bc.UJPerToken, Work: bc.Work,
-			MaxTokens: uint32(bc.MaxTokens)})
+			MaxTokens: uint32(bc.MaxTokens), Embedding: bc.Embedding})
 		if err != nil {
 			return nil, err
 		}
@@ -634,7 +634,7 @@ func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, e
 			Name: bc.Name, Runner: runner, Model: bc.Model, DraftModel: bc.DraftModel,
 			ContextSize: bc.Context, Threads: bc.Threads, ExtraArgs: bc.ExtraArgs,
 			Fidelity: wire.Fidelity(bc.Fidelity), UJPerToken: bc.UJPerToken,
-			Temperature: bc.Temperature, Seed: bc.Seed, MaxTokens: uint32(bc.MaxTokens),
+			Temperature: bc.Temperature, Seed: bc.Seed, MaxTokens: uint32(bc.MaxTokens), Embedding: bc.Embedding,
 			// Lifecycle lines (a crash, a restart) are warnings; the
 			// runner's own output is debug detail.
 			Logf: func(format string, args ...any) {

@@ -159,6 +159,11 @@ func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt [
 	if opts.Chat {
 		return engine.Result{}, engine.ErrNoChat
 	}
+	if len(opts.Stop) > 0 {
+		// The upstream's receipt covers the output it made; a local cut
+		// would deliver less than that receipt claims.
+		return engine.Result{}, fmt.Errorf("remote %s: %w", b.cfg.Name, engine.ErrNoStop)
+	}
 	id, err := req.ID()
 	if err != nil {
 		return engine.Result{}, err

@@ -19,6 +19,20 @@ type completionRequest struct {
 	Seed         uint32  `json:"seed"`
 	ReturnTokens bool    `json:"return_tokens"`
 	Stream       bool    `json:"stream,omitempty"`
+	// Stop is passed as llama-server's "stop": the child cuts its output
+	// before the first stop word (and holds back a streamed tail that may
+	// start one).
+	Stop []string `json:"stop,omitempty"`
+}
+
+// stoppedByWord says whether a /completion answer (or a stream's final
+// event) ended on a stop word: stop_type "word", as llama-server and
+// mesh-gguf report it.
+func stoppedByWord(body []byte) bool {
+	var r struct {
+		StopType string `json:"stop_type"`
+	}
+	return json.Unmarshal(body, &r) == nil && r.StopType == "word"
 }
 
 // count is an optional JSON integer. It is decoded from json.Number so that

@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"meshd/engine"
 	"meshd/engine/runner/gguf"
@@ -292,6 +294,40 @@ func TestEndToEndMeshGGUFStreamAndChat(t *testing.T) {
 		t.Fatalf("streamed %+v %q (pieces %q), plain %+v %q", streamed.Outcome, streamed.Output, pieces, plain.Outcome, plain.Output)
 	}
 	t.Logf("streamed %d tokens in %d pieces: %q", streamed.Outcome.TokensOut, len(pieces), pieces)
+
+	// Stop: a piece from the middle of the answer ends it where it first
+	// occurs, plain and streamed, the runner told through its "stop"; the
+	// stop string is never delivered.
+	var stop string
+	for _, pc := range pieces[len(pieces)/2:] {
+		if s := strings.TrimSpace(string(pc)); s != "" && utf8.ValidString(s) {
+			stop = s
+			break
+		}
+	}
+	if stop == "" {
+		t.Fatalf("no piece to stop at in %q", pieces)
+	}
+	want := plain.Output[:bytes.Index(plain.Output, []byte(stop))]
+	for _, stream := range []bool{false, true} {
+		var sp [][]byte
+		opts := engine.Options{Stop: []string{stop}}
+		if stream {
+			opts = collect(&sp, 0, nil)
+			opts.Stop = []string{stop}
+		}
+		res, err := e.ServeWith(ctx, req, p, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(res.Output, want) || !res.Stopped || res.Outcome.TokensOut >= plain.Outcome.TokensOut {
+			t.Fatalf("stop %q (stream %v): %q stopped %v, %d tokens; want %q stopped, under %d tokens",
+				stop, stream, res.Output, res.Stopped, res.Outcome.TokensOut, want, plain.Outcome.TokensOut)
+		}
+		if stream && !bytes.Equal(bytes.Join(sp, nil), want) {
+			t.Fatalf("stop %q: streamed %q, want %q", stop, sp, want)
+		}
+	}
 
 	// Chat, plain and streamed: rendered by the runner's template, with
 	// tokens_in the runner's count of the rendered prompt.

@@ -2,6 +2,8 @@ package subprocess
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"meshd/engine"
 	"meshd/engine/runner/gguf"
 	"meshd/wire"
 )
@@ -70,5 +73,31 @@ func TestEmbedMeshGGUF(t *testing.T) {
 	plain := &Engine{cfg: Config{Name: "plain"}}
 	if _, _, err := plain.Embed(ctx, texts); err == nil || !strings.Contains(err.Error(), "not started as an embedding engine") {
 		t.Fatalf("plain engine: %v", err)
+	}
+
+	// As a serve (engine.Options.Embed): the same vectors, tokens_in what
+	// the engine read, one accepted token out per vector.
+	prompt, _ := json.Marshal(texts)
+	req := wire.ServeRequest{PromptHash: wire.ContentOf(prompt), PromptTokens: 64, MaxTokens: 3, FidelityFloor: wire.F0, JouleCeilingUJ: 1}
+	res, err := e.ServeWith(ctx, req, prompt, engine.Options{Embed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served [][]float32
+	if err := json.Unmarshal(res.Output, &served); err != nil || len(served) != 3 {
+		t.Fatalf("served %s: %v", res.Output, err)
+	}
+	for k := range served[1] {
+		if served[1][k] != vecs[1][k] {
+			t.Fatalf("served vector 1 differs at %d: %v, embedded %v", k, served[1][k], vecs[1][k])
+		}
+	}
+	if o := res.Outcome; o.TokensIn != uint32(tokens) || o.TokensOut != 3 || o.TokensAccepted != 3 {
+		t.Fatalf("outcome %+v, want %d in and 3 out", o, tokens)
+	}
+	// An embedding engine serves nothing else.
+	p := []byte("continue")
+	if _, err := e.ServeWith(ctx, wire.ServeRequest{PromptHash: wire.ContentOf(p), PromptTokens: 9, MaxTokens: 2, JouleCeilingUJ: 1}, p, engine.Options{}); !errors.Is(err, engine.ErrNoEmbed) {
+		t.Fatalf("a completion on the embedding engine: %v, want ErrNoEmbed", err)
 	}
 }

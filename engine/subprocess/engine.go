@@ -441,6 +441,10 @@ func (e *Engine) Acquire(ctx context.Context) (context.Context, func(), error) {
 	return context.WithValue(ctx, slotKey{}, e), func() { once.Do(func() { <-e.slot }) }, nil
 }
 
+// Embeds implements engine.Embedder: an engine started with Embedding
+// serves embedding serves only.
+func (e *Engine) Embeds() bool { return e.cfg.Embedding }
+
 // Serve implements engine.Backend: one /completion on the healthy child.
 // The prompt must be UTF-8 text whose content id is req.PromptHash.
 func (e *Engine) Serve(ctx context.Context, req wire.ServeRequest, prompt []byte) (engine.Result, error) {
@@ -467,10 +471,27 @@ func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []
 		// would reach it wrapped. Refused here even if the caller did not.
 		return engine.Result{}, fmt.Errorf("serve: %w: %w: %d > %d", wire.ErrBadRequest, engine.ErrTooManyTokens, req.MaxTokens, c)
 	}
+	if err := engine.CheckStop(opts.Stop); err != nil {
+		return engine.Result{}, fmt.Errorf("serve: %w", err)
+	}
 	if !utf8.Valid(prompt) {
 		// JSON would silently replace invalid bytes, serving a prompt
 		// other than the one whose hash the receipt names.
 		return engine.Result{}, fmt.Errorf("serve: %w: the prompt is not valid UTF-8 text", wire.ErrBadRequest)
+	}
+	if opts.Embed != e.cfg.Embedding {
+		return engine.Result{}, fmt.Errorf("serve: backend %s: %w (embedding engine: %v)", e.cfg.Name, engine.ErrNoEmbed, e.cfg.Embedding)
+	}
+	if opts.Embed {
+		texts, err := engine.ParseEmbedInput(prompt)
+		if err != nil {
+			return engine.Result{}, fmt.Errorf("serve: %w", err)
+		}
+		vecs, tokens, err := e.Embed(ctx, texts)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		return engine.EmbedResult(vecs, tokens)
 	}
 	var msgs []engine.ChatMessage
 	if opts.Chat {
@@ -509,6 +530,7 @@ func (e *Engine) ServeWith(ctx context.Context, req wire.ServeRequest, prompt []
 		Seed:         e.cfg.Seed,
 		ReturnTokens: true,
 		Stream:       streamed,
+		Stop:         opts.Stop,
 	}
 	if streamed {
 		return e.stream(ctx, in, creq, opts.Emit)
@@ -565,7 +587,7 @@ func (e *Engine) complete(ctx context.Context, in *instance, creq completionRequ
 	if err != nil {
 		return engine.Result{}, fmt.Errorf("serve: %w", err)
 	}
-	return engine.Result{Outcome: o, Output: []byte(content)}, nil
+	return engine.Result{Outcome: o, Output: []byte(content), Stopped: stoppedByWord(data)}, nil
 }
 
 // serveFailed names why a request broke off: the caller's context, the

@@ -119,6 +119,7 @@ func (e *Engine) stream(ctx context.Context, in *instance, creq completionReques
 		listed   int64 // tokens in the partial events' lists
 		running  int64 // the last running tokens_predicted
 		reported bool  // the partial events count tokens
+		stopped  bool  // the final event says a stop word ended it
 		final    *wire.ServeOutcome
 	)
 	for n := 0; ; n++ {
@@ -131,7 +132,7 @@ func (e *Engine) stream(ctx context.Context, in *instance, creq completionReques
 				}
 				return bad("the stream ended before its final event")
 			}
-			return engine.Result{Outcome: *final, Output: out}, nil
+			return engine.Result{Outcome: *final, Output: out, Stopped: stopped}, nil
 		case errors.Is(err, ErrBadResponse):
 			return engine.Result{}, fmt.Errorf("serve: %w", err)
 		case err != nil:
@@ -169,6 +170,15 @@ func (e *Engine) stream(ctx context.Context, in *instance, creq completionReques
 				return bad("the final event repeats %d bytes of content", len(content))
 			}
 			streamed := max(listed, running)
+			stopped = stoppedByWord(data)
+			if stopped && reported && int64(o.TokensOut) > streamed {
+				// The tokens that made the stop word were decoded but
+				// their text never sent: only what was streamed is
+				// claimed.
+				o.TokensOut = uint32(streamed)
+				o.TokensAccepted = min(o.TokensAccepted, o.TokensOut)
+				o.SpecAccepted = min(o.SpecAccepted, o.TokensOut)
+			}
 			if reported && int64(o.TokensOut) != streamed {
 				return bad("tokens_predicted is %d but %d tokens were streamed", o.TokensOut, streamed)
 			}

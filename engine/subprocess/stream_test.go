@@ -258,6 +258,7 @@ func TestServeWithStreamMapsReplies(t *testing.T) {
 		body   string
 		pieces []string // emitted, also on failure
 		want   *wire.ServeOutcome
+		stop   bool   // the result must say a stop word ended it
 		bad    bool   // the error must be ErrBadResponse
 		errHas string // the error must contain this
 	}{
@@ -272,6 +273,9 @@ func TestServeWithStreamMapsReplies(t *testing.T) {
 		{name: "tokens held back in an incomplete character", body: part("", "[]", 1) + part("é", "[9]", 2) + ev(final),
 			pieces: []string{"é"}, want: &okOutcome},
 		{name: "no token counts at all", body: ev(`{"content":"abc","stop":false}`) + ev(final), pieces: []string{"abc"}, want: &okOutcome},
+		{name: "a stop word: only the tokens streamed are claimed", body: part("ab", "[7]", 1) +
+			ev(strings.Replace(final, `"stop":true`, `"stop":true,"stop_type":"word"`, 1)),
+			pieces: []string{"ab"}, want: &wire.ServeOutcome{TokensIn: 5, TokensOut: 1, TokensAccepted: 1}, stop: true},
 		{name: "empty pieces are not emitted", body: part("", "[7]", 1) + part("abc", "[8]", 2) + ev(final), pieces: []string{"abc"}, want: &okOutcome},
 
 		{name: "malformed json", body: part("ab", "[7]", 1) + ev(`{"content":"c",`), pieces: []string{"ab"}, bad: true, errHas: "event 1: malformed JSON"},
@@ -340,8 +344,8 @@ func TestServeWithStreamMapsReplies(t *testing.T) {
 				if err != nil {
 					t.Fatalf("ServeWith: %v", err)
 				}
-				if res.Outcome != *tc.want || string(res.Output) != strings.Join(tc.pieces, "") {
-					t.Fatalf("result %+v %q, want %+v", res.Outcome, res.Output, *tc.want)
+				if res.Outcome != *tc.want || string(res.Output) != strings.Join(tc.pieces, "") || res.Stopped != tc.stop {
+					t.Fatalf("result %+v %q stopped %v, want %+v stopped %v", res.Outcome, res.Output, res.Stopped, *tc.want, tc.stop)
 				}
 				return
 			}
@@ -473,5 +477,53 @@ func TestServeWithNoChat(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestServeWithStopPassed: the stop strings reach the child as its
+// "stop", streamed or not; a serve without any sends none; a stop list
+// the engines refuse never reaches it.
+func TestServeWithStopPassed(t *testing.T) {
+	noLeaks(t)
+	record := filepath.Join(t.TempDir(), "requests.jsonl")
+	e := startEngine(t, testConfig(t, "--record", record))
+	ctx := serveCtx(t)
+	req, p := request("hello world", 4)
+	var pieces [][]byte
+	streamed := collect(&pieces, 0, nil)
+	streamed.Stop = []string{"zz", "y"}
+	for _, opts := range []engine.Options{{}, {Stop: []string{"x"}}, streamed} {
+		if _, err := e.ServeWith(ctx, req, p, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.ServeWith(ctx, req, p, engine.Options{Stop: []string{""}}); !errors.Is(err, wire.ErrBadRequest) {
+		t.Fatalf("an empty stop string: %v, want ErrBadRequest", err)
+	}
+	reqs := recorded(t, record)
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests recorded, want 3", len(reqs))
+	}
+	if _, ok := reqs[0]["stop"]; ok {
+		t.Fatalf("a serve without stop sent %v", reqs[0]["stop"])
+	}
+	for i, want := range []string{`["x"]`, `["zz","y"]`} {
+		got, _ := json.Marshal(reqs[i+1]["stop"])
+		if string(got) != want {
+			t.Fatalf("request %d sent stop %s, want %s", i+1, got, want)
+		}
+	}
+}
+
+func TestStoppedByWord(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"stop_type":"word","stopping_word":"lo"}`: true,
+		`{"stop_type":"limit"}`:                     false,
+		`{"stop_type":"eos"}`:                       false,
+		`{}`:                                        false,
+	} {
+		if got := stoppedByWord([]byte(body)); got != want {
+			t.Errorf("stoppedByWord(%s) = %v, want %v", body, got, want)
+		}
 	}
 }

@@ -114,16 +114,25 @@ const checks = [
     check(false, 'a floor of F4 was served by the reference backends');
   }],
   ['embed', async () => {
-    // No backend here embeds as a metered serve: refused as Ollama refuses
-    // a model without embeddings, with the reason in the message.
+    // The embedding backend answers one vector per text, metered like a
+    // serve: the receipt rides in mesh_receipt.
+    const emodel = process.env.MESHD_EMBED_MODEL || 'ref-embed';
+    const res = await client.embed({ model: emodel, input: ['a joule', 'a watt'] });
+    check(Array.isArray(res.embeddings) && res.embeddings.length === 2, `embeddings ${JSON.stringify(res.embeddings)}`);
+    check(res.embeddings[0].length > 0 && res.embeddings[0].length === res.embeddings[1].length, 'vectors of unequal length');
+    check(JSON.stringify(res.embeddings[0]) !== JSON.stringify(res.embeddings[1]), 'two texts embedded alike');
+    const r = res.mesh_receipt;
+    check(r && typeof r.id === 'string' && Number.isInteger(r.sequence) && r.backend === emodel, `mesh_receipt ${JSON.stringify(r)}`);
+    console.log(`receipt ${r.sequence} ${r.id}`);
+    // A model that does not embed is refused as Ollama refuses one.
     try {
-      await client.embed({ model, input: ['a joule', 'a watt'] });
+      await client.embed({ model, input: 'a joule' });
     } catch (e) {
       check(e.name === 'ResponseError' && e.status_code === 400, `want ResponseError 400, got ${e.name} ${e.status_code}: ${e.message}`);
       check(e.message.includes('does not support embeddings'), `message ${e.message}`);
       return;
     }
-    check(false, 'embed answered without an embedding backend');
+    check(false, `${model} embedded although it is not an embedding backend`);
   }],
   ['unknown model shown', async () => {
     try {

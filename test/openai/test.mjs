@@ -70,14 +70,20 @@ const checks = [
     let text = '';
     let last;
     let n = 0;
+    const ids = new Set();
     for await (const chunk of stream) {
       n++;
       text += chunk.choices?.[0]?.delta?.content ?? '';
+      check(typeof chunk.model === 'string' && chunk.model.length > 0, `chunk ${n} has no model: ${JSON.stringify(chunk)}`);
+      check(last === undefined || chunk.model === last.model, `chunk ${n} names model ${chunk.model}, the one before ${last?.model}`);
+      ids.add(chunk.id);
       last = chunk;
     }
     check(n > 1, `want several chunks, got ${n}`);
+    check(ids.size === 1, `one stream, several ids: ${[...ids]}`);
     check(text.length > 0, 'the streamed deltas are empty');
-    receipt(last?.receipt, 'chat stream (last chunk)');
+    const r = receipt(last?.receipt, 'chat stream (last chunk)');
+    check(last.model === r.receipt.backend, `the chunks name ${last.model}, the receipt ${r.receipt.backend}`);
   }],
   ['completions stream', async () => {
     const stream = await client.completions.create({ model: 'meshd', prompt: 'name a unit of energy', max_tokens: 8, stream: true });
@@ -87,6 +93,7 @@ const checks = [
     for await (const chunk of stream) {
       n++;
       text += chunk.choices?.[0]?.text ?? '';
+      check(typeof chunk.model === 'string' && chunk.model.length > 0, `chunk ${n} has no model: ${JSON.stringify(chunk)}`);
       last = chunk;
     }
     check(n > 1, `want several chunks, got ${n}`);
@@ -94,6 +101,126 @@ const checks = [
     receipt(last?.receipt, 'completions stream (last chunk)');
   }],
 ];
+
+// refused runs call and checks it is refused as a 400 naming param, as a
+// BadRequestError that a client does not retry.
+async function refused(call, param, what) {
+  try {
+    await call();
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError, `${what}: want BadRequestError, got ${e?.constructor?.name}: ${e?.message}`);
+    check(e.status === 400 && e.param === param, `${what}: want 400 naming ${param}, got ${e.status} param ${e.param} (${e.message})`);
+    return;
+  }
+  check(false, `${what}: served`);
+}
+
+checks.push(
+  ['stop', async () => {
+    const ask = { model: 'meshd', prompt: 'stop somewhere', max_tokens: 8 };
+    const full = await client.completions.create(ask);
+    receipt(full.receipt, 'stop (unstopped)');
+    check(full.choices[0].finish_reason === 'length', `unstopped finish_reason ${full.choices[0].finish_reason}`);
+    const words = full.choices[0].text.split(' ');
+    // The third word: its first occurrence ends the text.
+    const stop = ' ' + words[2];
+    const want = full.choices[0].text.slice(0, full.choices[0].text.indexOf(stop));
+    const cut = await client.completions.create({ ...ask, stop: [stop, 'never-said'] });
+    receipt(cut.receipt, 'stop');
+    check(cut.choices[0].text === want, `stop ${JSON.stringify(stop)}: text ${JSON.stringify(cut.choices[0].text)}, want ${JSON.stringify(want)}`);
+    check(cut.choices[0].finish_reason === 'stop', `stop: finish_reason ${cut.choices[0].finish_reason}, want stop`);
+    const out = cut.receipt.receipt.tokens_out;
+    check(cut.usage.completion_tokens === out && out < 8, `stop: usage ${cut.usage.completion_tokens}, receipt tokens_out ${out}: want what was delivered, under 8`);
+    // Streamed: no delta carries any part of the stop string.
+    const stream = await client.completions.create({ ...ask, stop, stream: true });
+    let text = '';
+    let last;
+    for await (const chunk of stream) {
+      text += chunk.choices?.[0]?.text ?? '';
+      last = chunk;
+    }
+    receipt(last?.receipt, 'stop stream');
+    check(text === want, `stop stream: ${JSON.stringify(text)}, want ${JSON.stringify(want)}`);
+    check(last.choices[0].finish_reason === 'stop', `stop stream: finish_reason ${last.choices[0].finish_reason}`);
+    await refused(() => client.completions.create({ ...ask, stop: ['a', 'b', 'c', 'd', 'e'] }), 'stop', 'five stop strings');
+  }],
+  ['unique ids', async () => {
+    const ask = { model: 'meshd', prompt: 'the same request twice', max_tokens: 2 };
+    const a = await client.completions.create(ask);
+    const b = await client.completions.create(ask);
+    receipt(a.receipt, 'unique ids (first)');
+    receipt(b.receipt, 'unique ids (second)');
+    check(a.id !== b.id, `two serves, one id ${a.id}`);
+    check(/^cmpl-[0-9a-f]{24}$/.test(a.id), `id ${a.id} is not cmpl- and 24 hex digits`);
+    check(a.choices[0].text === b.choices[0].text, 'the reference engine is deterministic: the same text');
+  }],
+  ['embeddings', async () => {
+    const { data, response } = await client.embeddings
+      .create({ model: 'meshd', input: ['a watt is a joule per second', 'a shunt'] })
+      .withResponse();
+    check(data.data?.length === 2, `want two embeddings, got ${data.data?.length}`);
+    for (const [i, d] of data.data.entries()) {
+      check(d.index === i && d.object === 'embedding', `embedding ${i}: ${JSON.stringify({ ...d, embedding: undefined })}`);
+      check(d.embedding.length === 32, `embedding ${i} has ${d.embedding.length} values, want 32`);
+      const norm = Math.sqrt(d.embedding.reduce((s, x) => s + x * x, 0));
+      check(Math.abs(norm - 1) < 1e-5, `embedding ${i} has norm ${norm}, want 1`);
+    }
+    check(data.data[0].embedding.some((x, k) => x !== data.data[1].embedding[k]), 'two texts, one vector');
+    check(data.model === 'ref-embed', `model ${data.model}, want the embedding backend ref-embed`);
+    check(data.usage.prompt_tokens > 0, `usage ${JSON.stringify(data.usage)}`);
+    const r = receipt(data.receipt, 'embeddings');
+    check(response.headers.get('mesh-receipt-id') === r.id, 'embeddings: the header is not the receipt');
+    check(r.receipt.tokens_out === 2, `embeddings: receipt tokens_out ${r.receipt.tokens_out}, want 2 (the vectors)`);
+    // float, as asked, is the same vector.
+    const f = await fetch(`${baseURL}/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+      body: JSON.stringify({ input: 'a shunt', encoding_format: 'float' }) });
+    const fb = await f.json();
+    receipt(fb.receipt, 'embeddings (float)');
+    // The JSON numbers are float32 values written shortest: as float32
+    // they are exactly the base64 ones.
+    const asF32 = fb.data[0].embedding.map(Math.fround);
+    check(asF32.length === 32 && asF32.every((x, k) => x === data.data[1].embedding[k]), 'float and base64 disagree');
+    await refused(() => client.embeddings.create({ model: 'meshd', input: 'x', dimensions: 8 }), 'dimensions', 'dimensions');
+  }],
+  ['the model pins a backend', async () => {
+    const c = await client.completions.create({ model: 'ref-mid', prompt: 'pinned', max_tokens: 2 });
+    const r = receipt(c.receipt, 'pinned');
+    check(c.model === 'ref-mid' && r.receipt.backend === 'ref-mid', `pinned to ref-mid, served by ${c.model}`);
+    check(r.route_candidates?.length === 1 && r.route_candidates[0].backend === 'ref-mid', `candidates ${JSON.stringify(r.route_candidates)}`);
+    const a = await client.completions.create({ model: 'mid-alias', prompt: 'pinned', max_tokens: 2 });
+    check(receipt(a.receipt, 'alias').receipt.backend === 'ref-mid', `the alias served on ${a.model}`);
+    const page = await client.models.list();
+    const ids = page.data.map((m) => m.id);
+    for (const id of ['ref-tiny', 'ref-mid', 'mid-alias', 'ref-embed']) check(ids.includes(id), `models ${ids} lack ${id}`);
+    // Pinned, still under the floor: ref-tiny serves F1.
+    try {
+      await client.completions.create({ model: 'ref-tiny', prompt: 'pinned', max_tokens: 2, fidelity_floor: 3 });
+      check(false, 'a pinned backend under the floor served');
+    } catch (e) {
+      check(e instanceof OpenAI.UnprocessableEntityError && e.code === 'no_route', `pinned under the floor: ${e?.constructor?.name} ${e?.status} ${e?.code}`);
+    }
+  }],
+  ['refusals are 400s naming the field', async () => {
+    const msgs = [{ role: 'user', content: 'hi' }];
+    await refused(() => client.chat.completions.create({ model: 'meshd', messages: msgs, n: 2 }), 'n', 'n 2');
+    await refused(() => client.chat.completions.create({ model: 'meshd', messages: msgs,
+      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }] }), 'tools', 'tools');
+    await refused(() => client.chat.completions.create({ model: 'meshd', messages: msgs, response_format: { type: 'json_object' } }),
+      'response_format', 'response_format');
+    await refused(() => client.chat.completions.create({ model: 'meshd', messages: msgs, logprobs: true }), 'logprobs', 'logprobs');
+    await refused(() => client.chat.completions.create({ model: 'meshd', messages: msgs, fidelity_floor: 'high' }), 'fidelity_floor', 'a mistyped mesh field');
+    // A chat pinned to a backend that cannot answer one.
+    await refused(() => client.chat.completions.create({ model: 'ref-embed', messages: msgs }), 'model', 'chat on an embedding backend');
+  }],
+  ['unknown paths answer JSON', async () => {
+    try {
+      await client.get('/no-such-endpoint');
+      check(false, 'a missing endpoint answered');
+    } catch (e) {
+      check(e instanceof OpenAI.NotFoundError && e.code === 'not_found', `want NotFoundError not_found, got ${e?.constructor?.name} ${e?.code}: ${e?.message}`);
+    }
+  }],
+);
 
 if (apiKey) {
   checks.push(['models with the key', async () => {
