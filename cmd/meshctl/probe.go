@@ -38,7 +38,7 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&ums, "um", "serial device of an RDTech UM24C/UM25C/UM34C (repeatable)")
 	fs.Var(&lines, "line", "serial device of a line-protocol meter (repeatable)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: probe takes no arguments, got %q", errUsage, fs.Args())

@@ -114,7 +114,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	prompt := strings.Join(fs.Args(), " ")
 	if prompt == "" {
@@ -210,6 +210,10 @@ func optU64(p *uint64) string {
 // ---- receipts tail ----
 
 func cmdReceipts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		fmt.Fprintln(stdout, "usage: meshctl receipts tail [-addr A] [-f] [-n N] [-interval 1s]   (meshctl receipts tail -h: its flags)")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "tail" {
 		fmt.Fprintln(stderr, "usage: meshctl receipts tail [-addr A] [-f] [-n N] [-interval 1s]")
 		if len(args) == 0 {
@@ -224,7 +228,7 @@ func cmdReceipts(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	n := fs.Int("n", 10, "how many of the newest receipts to print first")
 	interval := fs.Duration("interval", time.Second, "with -f, how often to ask for new receipts")
 	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: receipts tail takes no arguments", errUsage)
@@ -357,19 +361,26 @@ func cmdVerifyAny(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return cmdVerify(ctx, args, stdout, stderr)
 }
 
+// remoteVerifyFlags defines verify -remote's flags on fs: here, and in
+// plain verify's usage, so `meshctl verify -h` lists them too.
+func remoteVerifyFlags(fs *flag.FlagSet) (addr *remoteFlags, trust *string) {
+	fs.Bool("remote", true, "verify the chain of a running meshd instead of a file")
+	addr = addrFlag(fs)
+	trust = fs.String("trust", "", "the steward key to verify under (64 hex); default: the key the daemon names, which proves only consistency")
+	return addr, trust
+}
+
 func cmdVerifyRemote(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verify -remote", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Bool("remote", true, "verify the chain of a running meshd")
-	addr := addrFlag(fs)
-	trust := fs.String("trust", "", "the steward key to verify under (64 hex); default: the key the daemon names, which proves only consistency")
+	addr, trust := remoteVerifyFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: meshctl verify -remote [-addr A] [-trust HEXKEY]")
 		fmt.Fprintln(stderr, "exit status: 0 verified, 1 a receipt, link or the head does not check out (or meshd cannot be read), 2 usage")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		fs.Usage()
@@ -518,7 +529,7 @@ func cmdBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	addr := addrFlag(fs)
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: backends takes no arguments", errUsage)
@@ -552,7 +563,7 @@ func cmdMeters(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	watch := fs.Bool("watch", false, "refresh until interrupted")
 	interval := fs.Duration("interval", time.Second, "with -watch, how often to refresh")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: meters takes no arguments", errUsage)

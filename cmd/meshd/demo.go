@@ -54,7 +54,7 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 		fmt.Fprintln(stderr, meterUsage)
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "meshd-demo-")

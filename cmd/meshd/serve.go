@@ -35,7 +35,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	path := fs.String("config", defaultConfig, "configuration file")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
@@ -121,7 +121,7 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 	fs.SetOutput(stderr)
 	path := fs.String("config", defaultConfig, "configuration file")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	getenv := hooks.getenv
 	if getenv == nil {
