@@ -152,8 +152,8 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 	_ = d.notify.Status("opening the receipt log, the ledger, the meters and the engines")
 	n, err := node.Open(ctx, cfg, opts)
 	if err != nil {
-		d.log.Error("cannot start", "err", err)
-		return err
+		// Not logged as well: cli.Main prints the error, once.
+		return fmt.Errorf("cannot start: %w", err)
 	}
 	d.node = n
 	current.Store(n)
@@ -226,8 +226,8 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case err := <-errc:
-			runErr = err
-			d.log.Error("listener failed; stopping", "err", err)
+			runErr = err // printed by cli.Main once the drain is done
+			d.log.Info("stopping: a listener failed")
 			break loop
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
@@ -443,8 +443,7 @@ func (d *daemon) shutdown(timeout time.Duration) error {
 		os.Remove(d.unixPath)
 	}
 	if err := d.node.Close(context.Background()); err != nil {
-		errs = append(errs, err)
-		d.log.Error("closing", "err", err)
+		errs = append(errs, err) // returned, and so printed once
 	} else {
 		d.log.Info("stopped cleanly: log synced, engines stopped")
 	}
