@@ -332,7 +332,7 @@ format = "json"
 	var open struct{ Receipts uint64 }
 	var restartLedger struct {
 		Records, Settled, Released, Corrected int
-		TornBytes                            int64 `json:"torn_bytes"`
+		TornBytes                             int64 `json:"torn_bytes"`
 	}
 	for line := range strings.Lines(logs) {
 		if strings.Contains(line, `"msg":"receipt log open"`) {

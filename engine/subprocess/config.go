@@ -1,9 +1,9 @@
 package subprocess
 
 import (
-	"log/slog"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
