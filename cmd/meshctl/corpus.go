@@ -870,7 +870,7 @@ func printRAGReceipt(w io.Writer, a *client.Answer, recipeNamesCorpus bool) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  sequence\t%d\n", r.Sequence)
 	fmt.Fprintf(tw, "  id\t%s\n", a.Receipt.ID)
-	fmt.Fprintf(tw, "  backend\t%s (F%d, floor F%d)\n", r.Backend, r.FidelityMet, r.FidelityFloor)
+	fmt.Fprintf(tw, "  backend\t%s (%s)\n", r.Backend, servedFidelity(r))
 	names := "names the corpus hash"
 	if !recipeNamesCorpus {
 		names = "DOES NOT name the corpus hash"

@@ -22,6 +22,7 @@ import (
 	"meshd/auth"
 	"meshd/cmd/internal/cli"
 	"meshd/steward"
+	"meshd/wire"
 )
 
 // addrEnv names the environment variable that, when set, replaces
@@ -180,6 +181,26 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// servedFidelity is the backend's fidelity and the floor, as the receipt
+// states them: the fidelity is the served candidate's in the route
+// evidence (fidelity_met is only whether it met the floor, 0 or 1). A
+// receipt without candidates says only whether the floor was met.
+func servedFidelity(r *steward.Receipt) string {
+	floor := wire.Fidelity(r.FidelityFloor)
+	cs, err := r.Candidates()
+	if err == nil {
+		for _, c := range cs {
+			if c.Backend == r.Backend {
+				return fmt.Sprintf("%v, floor %v", c.Fidelity, floor)
+			}
+		}
+	}
+	if r.FidelityMet == 1 {
+		return fmt.Sprintf("meets floor %v", floor)
+	}
+	return fmt.Sprintf("below floor %v", floor)
+}
+
 // printServed writes the receipt summary of one serve.
 func printServed(w io.Writer, s *client.Served) {
 	r := s.Receipt.Receipt
@@ -187,7 +208,7 @@ func printServed(w io.Writer, s *client.Served) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  sequence\t%d\n", r.Sequence)
 	fmt.Fprintf(tw, "  id\t%s\n", s.Receipt.ID)
-	fmt.Fprintf(tw, "  backend\t%s (F%d, floor F%d)\n", r.Backend, r.FidelityMet, r.FidelityFloor)
+	fmt.Fprintf(tw, "  backend\t%s (%s)\n", r.Backend, servedFidelity(r))
 	fmt.Fprintf(tw, "  tokens\tin %d, out %d, accepted %d\n", r.TokensIn, r.TokensOut, r.TokensAccepted)
 	fmt.Fprintf(tw, "  µJ/accepted token\t%s\n", optU64(r.UJPerAcceptedToken))
 	fmt.Fprintf(tw, "  provenance\t%s (meter %s)\n", r.EnergyProvenance, r.MeterName())
