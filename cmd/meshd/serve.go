@@ -176,6 +176,7 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 		Logger:       d.log,
 		Metrics:      metrics,
 		Auth:         d.auth,
+		CORSOrigins:  cfg.Listen.CORSOrigins,
 	})
 	apiSrv.Store(d.api)
 	lns, err := d.listen(cfg.Listen)
