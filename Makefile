@@ -99,7 +99,12 @@ test-arm64:
 	GO=$(GO) ./scripts/test-arm64.sh
 
 # Install the binaries and everything systemd needs (systemd/README.md):
-#   make install DESTDIR=/tmp/root PREFIX=/usr
+#   sudo make install                    (a source install: /usr/local/bin)
+#   make install DESTDIR=/tmp/root PREFIX=/usr   (a package's layout)
+# `make uninstall` with the same variables removes exactly what install
+# put, except /etc/meshd/meshd.toml when it differs from the shipped
+# example (it holds the operator's edits) and the state directory (it
+# holds receipts), which it names instead.
 # Paths follow Debian 12: units and udev rules under /lib, tmpfiles.d and
 # sysusers.d under /usr/lib. The unit's ExecStart follows BINDIR; the
 # configuration is always /etc/meshd (ConfigurationDirectory=), and an
@@ -107,7 +112,7 @@ test-arm64:
 # the rules that let group meshd read the RAPL counters (a side-channel
 # trade-off, see systemd/meshd-powercap.conf).
 DESTDIR      ?=
-PREFIX       ?= /usr
+PREFIX       ?= /usr/local
 BINDIR       ?= $(PREFIX)/bin
 UNITDIR      ?= /lib/systemd/system
 UDEVRULESDIR ?= /lib/udev/rules.d
@@ -118,7 +123,7 @@ INSTALL      ?= install
 INSTALL_BUILD ?= $(BIN)/dist
 INSTALL_CMDS := meshd meshctl mesh-gguf
 
-.PHONY: install install-bin install-data check-systemd
+.PHONY: install install-bin install-data uninstall check-systemd
 install: install-bin install-data
 	@echo "installed into $(if $(DESTDIR),$(DESTDIR),/). On the target, as root:"
 	@echo "  systemd-sysusers meshd.conf"
@@ -147,6 +152,19 @@ install-data:
 	else \
 		$(INSTALL) -D -m 0644 systemd/meshd.toml $(DESTDIR)/etc/meshd/meshd.toml; \
 	fi
+
+uninstall:
+	for c in $(INSTALL_CMDS); do rm -f $(DESTDIR)$(BINDIR)/$$c; done
+	rm -f $(DESTDIR)$(UNITDIR)/meshd.service $(DESTDIR)$(SYSUSERSDIR)/meshd.conf \
+		$(DESTDIR)$(UDEVRULESDIR)/99-meshd.rules $(DESTDIR)$(TMPFILESDIR)/meshd-powercap.conf \
+		$(DESTDIR)$(UDEVRULESDIR)/99-meshd-powercap.rules
+	@if [ -e "$(DESTDIR)/etc/meshd/meshd.toml" ] && ! cmp -s systemd/meshd.toml "$(DESTDIR)/etc/meshd/meshd.toml"; then \
+		echo "keeping $(DESTDIR)/etc/meshd/meshd.toml: it differs from the shipped example"; \
+	else \
+		rm -f "$(DESTDIR)/etc/meshd/meshd.toml"; rmdir "$(DESTDIR)/etc/meshd" 2>/dev/null || true; \
+	fi
+	@echo "uninstalled from $(if $(DESTDIR),$(DESTDIR),/); the state directory (/var/lib/meshd: keys and receipts) is kept."
+	@echo "On the target, as root: systemctl disable --now meshd; systemctl daemon-reload; udevadm control --reload"
 
 # systemd-analyze verify and security (exposure <= 2.0) of the unit, the
 # sysusers and tmpfiles entries applied to a scratch root, and the udev

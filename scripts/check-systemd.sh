@@ -77,6 +77,20 @@ if tail -n1 "$root/etc/meshd/meshd.toml" | grep -qx '# edited'; then
 else
 	bad "make install overwrote an existing /etc/meshd/meshd.toml"
 fi
+# make uninstall removes exactly what install put, and an edited
+# meshd.toml only when it is the shipped example.
+u="$root.uninstall"
+mkdir -p "$u/usr/lib" && ln -s usr/lib "$u/lib"
+"$MAKE" -s install-data DESTDIR="$u" PREFIX=/usr >/dev/null
+mkdir -p "$u/usr/bin" && touch "$u/usr/bin/meshd" "$u/usr/bin/meshctl" "$u/usr/bin/mesh-gguf"
+"$MAKE" -s uninstall DESTDIR="$u" PREFIX=/usr >/dev/null
+left=$(find "$u" -type f)
+if [ -z "$left" ]; then
+	ok "make uninstall: every installed file removed"
+else
+	bad "make uninstall left: $left"
+fi
+rm -rf "$u"
 
 # --- 2. verify ---------------------------------------------------------
 # The root holds what the unit references (/usr/bin/meshd, /bin/kill) and

@@ -61,6 +61,9 @@ type Options struct {
 	// Auth decides who may call each route; nil lets everyone call
 	// everything (tests, embedding).
 	Auth *auth.Authenticator
+	// CORSOrigins are the browser origins allowed to call the API
+	// ("*": any); none sends no CORS header (cors.go).
+	CORSOrigins []string
 }
 
 // Server is the HTTP interface of one node.
@@ -69,6 +72,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	mux      *http.ServeMux
+	cors     *cors // nil: CORS off
 	slots    chan struct{}
 	draining atomic.Bool
 	inflight atomic.Int64
@@ -99,7 +103,7 @@ func New(n *node.Node, opts Options) *Server {
 	if opts.Defaults.JouleCeilingUJ == 0 {
 		opts.Defaults.JouleCeilingUJ = 1_000_000_000 // config.DefaultJouleCeilingUJ
 	}
-	s := &Server{node: n, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
+	s := &Server{node: n, opts: opts, log: opts.Logger, mux: http.NewServeMux(), cors: newCORS(opts.CORSOrigins),
 		slots: make(chan struct{}, opts.MaxInFlight), started: newStartSet(), done: make(chan struct{}), cut: newCutter()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -154,6 +158,9 @@ func New(n *node.Node, opts Options) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cors != nil && s.cors.handle(w, r) {
+		return // a preflight, answered before any route or authentication
+	}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		// Ollama's clients read {"error": "..."} (ollama.go).
 		ow := &ollamaErrors{ResponseWriter: w}

@@ -8,10 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"meshd/internal/buildinfo"
 	"net/http"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,24 +78,11 @@ func ReadBoard() Board {
 	return b
 }
 
-// Version is the daemon's build: its module version and VCS revision when
-// the binary carries them.
-func Version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
-		if s.Key == "vcs.modified" && s.Value == "true" {
-			v += "+dirty"
-		}
-	}
-	return v
-}
+// Version is the daemon's build as one string — module version, VCS
+// revision and dirty flag, Go version, platform (buildinfo.Info.String) —
+// the same in GET /v1/node, a run-open record and a benchmark report's
+// harness.
+func Version() string { return buildinfo.Read().String() }
 
 // nodeInfo is GET /v1/node: who this is and what it measures with.
 func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request) {

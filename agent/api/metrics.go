@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,7 @@ import (
 
 	"meshd/agent"
 	"meshd/agent/node"
+	"meshd/internal/buildinfo"
 )
 
 // Metrics is meshd's Prometheus instrumentation. Counters that follow
@@ -56,9 +58,21 @@ func NewMetrics(source func() *node.Node) *Metrics {
 			Help: "Latency of receipt log fsyncs.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)}),
 		nodeSource: source,
 	}
+	m.reg.MustRegister(buildInfoGauge(buildinfo.Read()))
 	m.reg.MustRegister(m.serves, m.refusals, m.tokens, m.joules, m.perToken, m.coverage, m.degraded, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &scrape{m})
 	return m
+}
+
+// buildInfoGauge is meshd_build_info: always 1, the build in its labels,
+// so a dashboard can join any series with the version that produced it.
+func buildInfoGauge(in buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshd_build_info",
+		Help: "The running build: module version, VCS revision (12 hex, +dirty for a modified tree, unknown without VCS), Go version and architecture; always 1.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "revision": in.Rev(), "go_version": in.GoVersion,
+			"arch": strings.TrimPrefix(in.Platform(), in.OS+"/")}})
+	g.Set(1)
+	return g
 }
 
 // Handler serves the registry.

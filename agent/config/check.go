@@ -78,6 +78,7 @@ func (v *checker) run() {
 	v.steward()
 	v.witness()
 	v.listen()
+	v.cors()
 	v.auth()
 	v.grants()
 	v.metering()

@@ -168,6 +168,9 @@ type Listen struct {
 	MaxInFlight int `toml:"max_in_flight,omitempty"`
 	// TLS, when set, makes every TCP listener speak TLS (config/auth.go).
 	TLS ListenTLS `toml:"tls,omitempty"`
+	// CORSOrigins are the browser origins allowed to call the API
+	// (config/cors.go); default none: no CORS headers at all.
+	CORSOrigins []string `toml:"cors_origins,omitempty"`
 }
 
 // Grants configures who may spend energy through this steward.

@@ -87,11 +87,7 @@ func (n *Node) startCorpus(ctx context.Context, stateDir string, cc config.Corpu
 	e, err := subprocess.New(ctx, subprocess.Config{
 		Name: "embed:" + cc.Org + "/" + cc.Name, Runner: cc.Runner, Model: cc.EmbeddingModel, Embedding: true,
 		ContextSize: cc.Context, Threads: cc.Threads, Fidelity: wire.Fidelity(cc.Fidelity), UJPerToken: cc.UJPerToken,
-		Logf: func(format string, args ...any) {
-			if strings.HasPrefix(format, "engine:") {
-				n.log.Warn(fmt.Sprintf(format, args...), "corpus", cc.Org+"/"+cc.Name)
-			}
-		},
+		Log: n.log.With("corpus", cc.Org+"/"+cc.Name),
 	})
 	if err != nil {
 		return nil, err

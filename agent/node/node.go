@@ -252,7 +252,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 		n.log.Warn("receipt log: cut a torn final frame", "bytes", sc.TornBytes, "dir", cfg.ReceiptsDir())
 	}
 	n.log.Info("receipt log open", "dir", cfg.ReceiptsDir(), "receipts", sc.Records, "head", sc.Head.String(), "steward", n.Key.ID())
-	n.log.Info("grant ledger recovered", "path", cfg.LedgerDir(), "recovery", fmt.Sprintf("%+v", *rec))
+	n.log.Info("grant ledger recovered", ledgerRecoveryAttrs(cfg.LedgerDir(), rec)...)
 	n.Steward = steward.New(n.Key, n.Stores.Log, steward.Options{Clock: opts.Clock, Admit: n.Storage})
 
 	routes, err := n.build(ctx, cfg, nil)
@@ -635,15 +635,9 @@ func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, e
 			ContextSize: bc.Context, Threads: bc.Threads, ExtraArgs: bc.ExtraArgs,
 			Fidelity: wire.Fidelity(bc.Fidelity), UJPerToken: bc.UJPerToken,
 			Temperature: bc.Temperature, Seed: bc.Seed, MaxTokens: uint32(bc.MaxTokens), Embedding: bc.Embedding,
-			// Lifecycle lines (a crash, a restart) are warnings; the
-			// runner's own output is debug detail.
-			Logf: func(format string, args ...any) {
-				lvl := slog.LevelDebug
-				if strings.HasPrefix(format, "engine:") {
-					lvl = slog.LevelWarn
-				}
-				n.log.Log(context.Background(), lvl, fmt.Sprintf(format, args...), "backend", bc.Name)
-			},
+			// The engine logs its lifecycle at INFO (WARN for a crash or a
+			// restart) and the runner's own output at DEBUG.
+			Log: n.log.With("backend", bc.Name),
 		})
 		if err != nil {
 			return nil, err
@@ -651,7 +645,6 @@ func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, e
 		if err := e.Start(ctx); err != nil {
 			return nil, fmt.Errorf("start engine: %w", err)
 		}
-		n.log.Info("engine healthy", "backend", bc.Name, "pid", e.PID(), "recipe", e.Recipe())
 		return &Backend{Config: bc, Engine: e, sub: e}, nil
 	case "meshd":
 		key, err := hex.DecodeString(bc.Steward)
@@ -854,4 +847,20 @@ func (n *Node) startRunReaper(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// ledgerRecoveryAttrs are the fields of the ledger's recovery line: each
+// count by name (a struct dump is neither greppable nor parseable by a log
+// pipeline), the snapshot anchor and a failed compaction only when there
+// is one.
+func ledgerRecoveryAttrs(path string, rec *ledger.Recovery) []any {
+	a := []any{"path", path, "records", rec.Records, "torn_bytes", rec.TornBytes,
+		"settled", rec.Settled, "released", rec.Released, "corrected", rec.Corrected, "compacted", rec.Compacted}
+	if rec.Anchor != nil {
+		a = append(a, "anchor_count", rec.Anchor.Count, "anchor_head", rec.Anchor.Head.String())
+	}
+	if rec.CompactErr != nil {
+		a = append(a, "compact_err", rec.CompactErr)
+	}
+	return a
 }

@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"periph.io/x/conn/v3/i2c/i2creg"
@@ -33,7 +36,11 @@ func OpenSensor(ctx context.Context, m config.Meter, clock drivers.Clock) (drive
 		}
 		bus, err := i2creg.Open(m.Bus)
 		if err != nil {
-			return nil, fmt.Errorf("open I2C bus %q: %w", m.Bus, err)
+			var names []string
+			for _, r := range i2creg.All() {
+				names = append(names, r.Name)
+			}
+			return nil, i2cOpenError(m.Bus, "/dev", names, err)
 		}
 		var s drivers.Sensor
 		if m.Driver == "ina226" {
@@ -71,6 +78,28 @@ func OpenSensor(ctx context.Context, m config.Meter, clock drivers.Clock) (drive
 		return serialmeter.OpenLine(serialmeter.LineConfig{Path: m.Device, MaxPower: physic.Power(m.MaxMW) * physic.MilliWatt, Clock: clock})
 	}
 	return nil, fmt.Errorf("unknown meter driver %q", m.Driver)
+}
+
+// i2cOpenError says why an I2C bus could not be opened in the user's
+// terms. periph answers a bus the kernel does not expose with "no bus
+// found; did you forget to call Init()?", which sends the reader into
+// meshd's code instead of to the board's I2C setting; the device node the
+// bus would be tells the real story.
+func i2cOpenError(bus, devDir string, registered []string, err error) error {
+	n := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(bus, devDir+"/"), "i2c-"), "I2C")
+	if _, aerr := strconv.Atoi(n); aerr != nil {
+		return fmt.Errorf("open I2C bus %q: %w", bus, err)
+	}
+	dev := filepath.Join(devDir, "i2c-"+n)
+	if _, serr := os.Stat(dev); serr == nil {
+		return fmt.Errorf("open I2C bus %s (%s): %w", n, dev, err)
+	}
+	have := "none"
+	if len(registered) > 0 {
+		have = strings.Join(registered, ", ")
+	}
+	return fmt.Errorf("I2C bus %s not found: %s does not exist; enable I2C (Raspberry Pi: dtparam=i2c_arm=on in config.txt or raspi-config; "+
+		"elsewhere the board's device tree overlay) and load i2c-dev (modprobe i2c-dev); buses present: %s: %w", n, dev, have, drivers.ErrNoDevice)
 }
 
 func inaPreset(name string) (ina226.Preset, error) {

@@ -39,10 +39,15 @@ import (
 	"meshd/engine/runner/kernels"
 	"meshd/engine/runner/llama"
 	"meshd/engine/runner/llamaserver"
+	"meshd/internal/buildinfo"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed, exit 0
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mesh-gguf:", err)
 		os.Exit(1)
 	}
@@ -59,6 +64,7 @@ type options struct {
 	maxBody      int64
 	tMaxPredict  int
 	chatTemplate string
+	version      bool
 }
 
 // DefaultContext is the context size used when -c is 0 and the model was
@@ -89,8 +95,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.tMaxPredict, "t-max-predict-ms", 0, "default time limit of a generation in ms from its first token (0: none); a request's t_max_predict_ms overrides it")
 	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template (default: the model's tokenizer.chat_template)")
 	fs.Bool("no-warmup", false, "accepted for llama-server compatibility; there is no warmup")
+	fs.BoolVar(&o.version, "version", false, "print the version (module, VCS revision, Go version, architecture) and exit")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: mesh-gguf -m MODEL.gguf [flags]   (flags follow llama-server; -x and --x are the same)")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.version {
+		return o, nil
 	}
 	switch {
 	case o.model == "":
@@ -122,10 +136,14 @@ func slotContext(trained, ctx, slots int) (total, perSlot int, err error) {
 	return total, perSlot, nil
 }
 
-func run(args []string, stderr io.Writer) error {
+func run(args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.version {
+		fmt.Fprintln(stdout, buildinfo.Read().String())
+		return nil
 	}
 	// Bind before loading, as llama-server does: /health answers 503
 	// "Loading model" until the weights are in.

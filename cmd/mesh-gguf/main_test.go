@@ -2,8 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -17,6 +20,7 @@ import (
 	"meshd/engine/runner/bert"
 	"meshd/engine/runner/gguf"
 	"meshd/engine/runner/kernels"
+	"meshd/internal/buildinfo"
 )
 
 func TestSlotContext(t *testing.T) {
@@ -199,5 +203,25 @@ func TestEndToEndBERTEmbedding(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit after SIGTERM")
+	}
+}
+
+// --version prints the build string and -h the flags, neither needing -m.
+func TestVersionAndHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run([]string{"--version"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(out.String()), buildinfo.Read().String(); got != want {
+		t.Errorf("--version = %q, want %q", got, want)
+	}
+	out.Reset()
+	if err := run([]string{"-h"}, &out, &errb); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v, want flag.ErrHelp", err)
+	}
+	for _, w := range []string{"-m ", "-port", "-np", "-version", "-max-body-bytes"} {
+		if !strings.Contains(errb.String(), w) {
+			t.Errorf("-h lacks %q:\n%s", w, errb.String())
+		}
 	}
 }

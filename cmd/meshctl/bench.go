@@ -39,6 +39,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, benchUsage)
 		return fmt.Errorf("%w: bench needs a subcommand (run, verify, compare, plot, csv)", errUsage)
 	}
+	if cli.IsHelp(args[0]) {
+		fmt.Fprintln(stdout, benchUsage)
+		return nil
+	}
 	switch args[0] {
 	case "run":
 		return benchRunCmd(ctx, args[1:], stdout, stderr)
@@ -70,7 +74,7 @@ func benchRunCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	addrSet := false
 	fs.Visit(func(f *flag.Flag) { addrSet = addrSet || f.Name == "addr" })
@@ -180,7 +184,7 @@ func benchVerifyCmd(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
@@ -282,7 +286,7 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "bench reports match by prompt×output cell, fleet reports (meshctl fleet report) by backend/recipe, each board of a fleet report an entry")
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() < 1 {
 		fs.Usage()
@@ -358,7 +362,7 @@ func benchPlotCmd(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("o", "", "the directory to write the PNG and SVG files into")
 	paths, err := parseInterleaved(fs, args)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if *dir == "" || len(paths) == 0 {
 		fmt.Fprintln(stderr, "usage: meshctl bench plot REPORT... -o DIR")
@@ -409,7 +413,7 @@ func benchCSVCmd(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("o", "", "the directory to write summary.csv and receipts.csv into")
 	paths, err := parseInterleaved(fs, args)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if *dir == "" || len(paths) != 1 {
 		fmt.Fprintln(stderr, "usage: meshctl bench csv REPORT -o DIR")

@@ -119,7 +119,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
+			return nil, flagError(err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -702,7 +702,7 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 	grantPath := fs.String("grant", "", "a grant file (binary or hex COSE envelope) to pay with")
 	// The query text may hold words starting with '-': flags come first.
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	text := strings.Join(fs.Args(), " ")
 	if text == "" || *ref == "" {
@@ -870,7 +870,7 @@ func printRAGReceipt(w io.Writer, a *client.Answer, recipeNamesCorpus bool) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  sequence\t%d\n", r.Sequence)
 	fmt.Fprintf(tw, "  id\t%s\n", a.Receipt.ID)
-	fmt.Fprintf(tw, "  backend\t%s (F%d, floor F%d)\n", r.Backend, r.FidelityMet, r.FidelityFloor)
+	fmt.Fprintf(tw, "  backend\t%s (%s)\n", r.Backend, servedFidelity(r))
 	names := "names the corpus hash"
 	if !recipeNamesCorpus {
 		names = "DOES NOT name the corpus hash"

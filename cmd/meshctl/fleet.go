@@ -56,7 +56,7 @@ func cmdFleetVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: fleet verify takes no arguments", errUsage)

@@ -78,6 +78,10 @@ func verifyFleetFile(path string, data []byte, trust ed25519.PublicKey, stdout i
 
 // cmdFleetAll is `meshctl fleet`: `report` here, the rest in fleet.go.
 func cmdFleetAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	help := len(args) > 0 && cli.IsHelp(args[0])
+	if help {
+		stderr = stdout
+	}
 	switch {
 	case len(args) > 0 && args[0] == "report":
 		return cmdFleetReport(ctx, args[1:], stdout, stderr)
@@ -86,6 +90,9 @@ func cmdFleetAll(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintln(stderr, "usage: meshctl fleet verify [-url U] [-stream S] [-durable D] [-trust FILE] [-state FILE] [-follow]")
 	fmt.Fprintln(stderr, "       meshctl fleet report -key OPERATOR.key -o REPORT [-url U] [-stream S] [-durable D] [-trust FILE]")
+	if help {
+		return nil
+	}
 	if len(args) == 0 {
 		return fmt.Errorf("%w: fleet needs a subcommand (verify, report)", errUsage)
 	}
@@ -108,7 +115,7 @@ func cmdFleetReport(ctx context.Context, args []string, stdout, stderr io.Writer
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	switch {
 	case fs.NArg() != 0:

@@ -26,6 +26,10 @@ func cmdGrant(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) == 0 {
 		return fmt.Errorf("%w: %s", errUsage, use)
 	}
+	if cli.IsHelp(args[0]) {
+		fmt.Fprintln(stdout, "usage: meshctl "+use)
+		return nil
+	}
 	now := time.Now()
 	switch args[0] {
 	case "issue":
@@ -52,7 +56,7 @@ func grantIssue(args []string, now time.Time, stdout, stderr io.Writer) error {
 	expires := flags.String("expires", "", "end of validity (exclusive): RFC 3339 or a duration from now (24h)")
 	out := flags.String("o", "", "file to write the grant envelope to (refuses to overwrite)")
 	if err := flags.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	switch {
 	case flags.NArg() != 0:
@@ -92,7 +96,7 @@ func grantShow(args []string, stdout, stderr io.Writer) error {
 	flags := flag.NewFlagSet("grant show", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	if err := flags.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if flags.NArg() != 1 {
 		return fmt.Errorf("%w: grant show <file>", errUsage)
@@ -121,7 +125,7 @@ func grantVerify(args []string, now time.Time, stdout, stderr io.Writer) error {
 	request := flags.String("request", "", "request id (64 hex) the grant must cover for infer")
 	at := flags.String("at", "now", "judge validity at this time: RFC 3339, a duration from now, or now")
 	if err := flags.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if flags.NArg() != 1 || len(issuers) == 0 {
 		return fmt.Errorf("%w: grant verify -issuer KEY [-issuer KEY]... [-steward ID] [-request ID] [-at TIME] <file>", errUsage)

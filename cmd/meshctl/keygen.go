@@ -15,7 +15,7 @@ func cmdKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	out := fs.String("o", "steward.key", "key file to write (refuses to overwrite)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	// A stray argument is most likely a key path given without -o; writing
 	// the key to the default path instead would surprise.

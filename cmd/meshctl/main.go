@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"meshd/cmd/internal/cli"
+	"meshd/internal/buildinfo"
 )
 
 // command is one meshctl subcommand. Each lives in its own file.
@@ -34,21 +35,37 @@ func commands() []command {
 		{"corpus", "RAG corpora: hash, sign and verify descriptions; describe and query a running meshd", cmdCorpus},
 		{"fleet", "verify a fleet's receipt chains from NATS JetStream (fleet verify); a signed µJ/token report of them (fleet report)", cmdFleetAll},
 		{"bench", "benchmark µJ per token: run a workload into a signed report; verify, compare, plot, csv", cmdBench},
+		{"version", "print the build: module version, VCS revision, Go version, architecture", cmdVersion},
 	}
 }
 
 // errUsage marks an error caused by how the command was called.
 var errUsage = cli.ErrUsage
 
+// flagError is the error of a subcommand's flag parsing (cli.FlagError).
+func flagError(err error) error { return cli.FlagError(err) }
+
+func cmdVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) != 0 {
+		return fmt.Errorf("%w: version takes no arguments", errUsage)
+	}
+	fmt.Fprintln(stdout, buildinfo.Read().String())
+	return nil
+}
+
 func main() { cli.Main("meshctl", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "help" || args[0] == "--help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return fmt.Errorf("%w: no subcommand", errUsage)
-		}
+		return fmt.Errorf("%w: no subcommand", errUsage)
+	}
+	if cli.IsHelp(args[0]) {
+		usage(stdout)
 		return nil
+	}
+	if args[0] == "-version" || args[0] == "--version" {
+		return cmdVersion(ctx, nil, stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -60,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: meshctl <subcommand> [flags]")
+	fmt.Fprintln(w, "usage: meshctl <subcommand> [flags]   (meshctl <subcommand> -h: its flags)")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 
+	"meshd/cmd/internal/cli"
 	"meshd/engine/runner/gguf"
 )
 
@@ -17,6 +18,10 @@ func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: meshctl model synth -o FILE [flags] | meshctl model info FILE")
 		return fmt.Errorf("%w: model needs synth or info", errUsage)
+	}
+	if cli.IsHelp(args[0]) {
+		fmt.Fprintln(stdout, "usage: meshctl model synth -o FILE [flags] | meshctl model info FILE   (meshctl model synth -h: its flags)")
+		return nil
 	}
 	switch args[0] {
 	case "synth":
@@ -52,7 +57,7 @@ func modelSynth(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "weight seed")
 	untied := fs.Bool("separate-output", false, "write output.weight instead of tying it to token_embd")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if *out == "" {
 		return fmt.Errorf("%w: -o FILE is required", errUsage)

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"meshd/drivers/hwmon"
+	"meshd/drivers/nvml"
 	"meshd/drivers/probe"
+	"meshd/rapl"
 
 	"periph.io/x/conn/v3/i2c"
 	"periph.io/x/conn/v3/i2c/i2creg"
@@ -31,6 +33,8 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("hwmon", hwmon.DefaultRoot, "hwmon class directory")
+	raplRoot := fs.String("rapl", rapl.DefaultRoot, "powercap class directory (RAPL zones)")
+	nvmlLib := fs.String("nvml", nvml.DefaultLibrary, "the NVIDIA management library to look for GPUs with")
 	noI2C := fs.Bool("no-i2c", false, "skip the I2C scan")
 	timeout := fs.Duration("timeout", 2*time.Second, "wait for each serial meter")
 	var buses, ums, lines listFlag
@@ -38,14 +42,17 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&ums, "um", "serial device of an RDTech UM24C/UM25C/UM34C (repeatable)")
 	fs.Var(&lines, "line", "serial device of a line-protocol meter (repeatable)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: probe takes no arguments, got %q", errUsage, fs.Args())
 	}
 
-	opts := probe.Options{HwmonRoot: *root, UMPorts: ums, LinePorts: lines, Timeout: *timeout}
-	if !*noI2C {
+	opts := probe.SurveyOptions{Options: probe.Options{HwmonRoot: *root, UMPorts: ums, LinePorts: lines, Timeout: *timeout},
+		RAPLRoot: *raplRoot, NVML: nvml.Config{Library: *nvmlLib}}
+	if *noI2C {
+		opts.I2CNote = "skipped (-no-i2c)"
+	} else {
 		open, note := openBuses(buses)
 		defer func() {
 			for _, b := range open {
@@ -55,16 +62,24 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, b := range open {
 			opts.Buses = append(opts.Buses, probe.Bus{Name: b.name, Bus: b})
 		}
-		if note != "" {
-			fmt.Fprintln(stdout, "i2c:", note)
-		}
+		opts.I2CNote = note
 	}
-	found, err := probe.Scan(ctx, opts)
-	if err != nil {
-		fmt.Fprintln(stdout, "hwmon:", err)
+	found, looked := probe.Survey(ctx, opts)
+	// What was looked for, kind by kind, and why a kind found nothing.
+	fmt.Fprintln(stdout, "looked for:")
+	for _, l := range looked {
+		fmt.Fprintln(stdout, " ", l)
 	}
 	if len(found) == 0 {
-		fmt.Fprintln(stdout, "no power sensors found")
+		counted := 0 // RAPL zones and GPUs are counted above, not read here
+		for _, l := range looked {
+			counted += l.Found
+		}
+		if counted == 0 {
+			fmt.Fprintln(stdout, "no power sensors found")
+		} else {
+			fmt.Fprintln(stdout, "no chip, rail or serial meter to read; meter the zones or GPUs above with rapl:ZONE or nvml:INDEX")
+		}
 		return nil
 	}
 	failed := 0

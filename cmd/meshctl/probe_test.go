@@ -33,16 +33,45 @@ func TestProbeCommandHwmon(t *testing.T) {
 	}
 }
 
+// On a machine with nothing, probe names each kind it looked for and why
+// each found nothing.
 func TestProbeCommandNothing(t *testing.T) {
 	var out, errb bytes.Buffer
-	err := cmdProbe(context.Background(), []string{"-hwmon", t.TempDir()}, &out, &errb)
+	empty := t.TempDir()
+	lib := filepath.Join(empty, "libnvidia-ml.so.1")
+	err := cmdProbe(context.Background(), []string{"-hwmon", empty, "-rapl", empty, "-nvml", lib, "-no-i2c"}, &out, &errb)
 	if err != nil {
 		t.Fatalf("finding nothing is not an error: %v", err)
 	}
-	if !strings.Contains(out.String(), "no power sensors found") {
-		t.Fatalf("output:\n%s", out.String())
+	got := out.String()
+	for _, want := range []string{
+		"no power sensors found",
+		"I2C INA219/INA226: none: skipped (-no-i2c)",
+		"hwmon rails:      none: no hwmon device under " + empty,
+		"RAPL:             none: no powercap zone with an energy counter under " + empty,
+		"NVML:             none: ",
+		"serial meters:    none: none named",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
 	}
-	if _, statErr := os.Stat("/dev/i2c-0"); statErr != nil && !strings.Contains(out.String(), "no I2C bus") {
+	// NVML's line says why: the library named could not be loaded.
+	if !strings.Contains(got, "nvml") || !strings.Contains(got, "libnvidia-ml.so.1") {
+		t.Errorf("NVML line does not say what it tried:\n%s", got)
+	}
+}
+
+func TestProbeCommandNoI2CBus(t *testing.T) {
+	if _, err := os.Stat("/dev/i2c-0"); err == nil {
+		t.Skip("this machine has an I2C bus")
+	}
+	var out, errb bytes.Buffer
+	empty := t.TempDir()
+	if err := cmdProbe(context.Background(), []string{"-hwmon", empty, "-rapl", empty, "-nvml", filepath.Join(empty, "x.so")}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "I2C INA219/INA226: none: no I2C bus on this machine") {
 		t.Fatalf("machine without /dev/i2c-* not reported:\n%s", out.String())
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"meshd/auth"
 	"meshd/cmd/internal/cli"
 	"meshd/steward"
+	"meshd/wire"
 )
 
 // addrEnv names the environment variable that, when set, replaces
@@ -114,7 +115,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	prompt := strings.Join(fs.Args(), " ")
 	if prompt == "" {
@@ -180,6 +181,26 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// servedFidelity is the backend's fidelity and the floor, as the receipt
+// states them: the fidelity is the served candidate's in the route
+// evidence (fidelity_met is only whether it met the floor, 0 or 1). A
+// receipt without candidates says only whether the floor was met.
+func servedFidelity(r *steward.Receipt) string {
+	floor := wire.Fidelity(r.FidelityFloor)
+	cs, err := r.Candidates()
+	if err == nil {
+		for _, c := range cs {
+			if c.Backend == r.Backend {
+				return fmt.Sprintf("%v, floor %v", c.Fidelity, floor)
+			}
+		}
+	}
+	if r.FidelityMet == 1 {
+		return fmt.Sprintf("meets floor %v", floor)
+	}
+	return fmt.Sprintf("below floor %v", floor)
+}
+
 // printServed writes the receipt summary of one serve.
 func printServed(w io.Writer, s *client.Served) {
 	r := s.Receipt.Receipt
@@ -187,7 +208,7 @@ func printServed(w io.Writer, s *client.Served) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  sequence\t%d\n", r.Sequence)
 	fmt.Fprintf(tw, "  id\t%s\n", s.Receipt.ID)
-	fmt.Fprintf(tw, "  backend\t%s (F%d, floor F%d)\n", r.Backend, r.FidelityMet, r.FidelityFloor)
+	fmt.Fprintf(tw, "  backend\t%s (%s)\n", r.Backend, servedFidelity(r))
 	fmt.Fprintf(tw, "  tokens\tin %d, out %d, accepted %d\n", r.TokensIn, r.TokensOut, r.TokensAccepted)
 	fmt.Fprintf(tw, "  µJ/accepted token\t%s\n", optU64(r.UJPerAcceptedToken))
 	fmt.Fprintf(tw, "  provenance\t%s (meter %s)\n", r.EnergyProvenance, r.MeterName())
@@ -210,6 +231,10 @@ func optU64(p *uint64) string {
 // ---- receipts tail ----
 
 func cmdReceipts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		fmt.Fprintln(stdout, "usage: meshctl receipts tail [-addr A] [-f] [-n N] [-interval 1s]   (meshctl receipts tail -h: its flags)")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "tail" {
 		fmt.Fprintln(stderr, "usage: meshctl receipts tail [-addr A] [-f] [-n N] [-interval 1s]")
 		if len(args) == 0 {
@@ -224,7 +249,7 @@ func cmdReceipts(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	n := fs.Int("n", 10, "how many of the newest receipts to print first")
 	interval := fs.Duration("interval", time.Second, "with -f, how often to ask for new receipts")
 	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: receipts tail takes no arguments", errUsage)
@@ -357,19 +382,26 @@ func cmdVerifyAny(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return cmdVerify(ctx, args, stdout, stderr)
 }
 
+// remoteVerifyFlags defines verify -remote's flags on fs: here, and in
+// plain verify's usage, so `meshctl verify -h` lists them too.
+func remoteVerifyFlags(fs *flag.FlagSet) (addr *remoteFlags, trust *string) {
+	fs.Bool("remote", true, "verify the chain of a running meshd instead of a file")
+	addr = addrFlag(fs)
+	trust = fs.String("trust", "", "the steward key to verify under (64 hex); default: the key the daemon names, which proves only consistency")
+	return addr, trust
+}
+
 func cmdVerifyRemote(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verify -remote", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Bool("remote", true, "verify the chain of a running meshd")
-	addr := addrFlag(fs)
-	trust := fs.String("trust", "", "the steward key to verify under (64 hex); default: the key the daemon names, which proves only consistency")
+	addr, trust := remoteVerifyFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: meshctl verify -remote [-addr A] [-trust HEXKEY]")
 		fmt.Fprintln(stderr, "exit status: 0 verified, 1 a receipt, link or the head does not check out (or meshd cannot be read), 2 usage")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		fs.Usage()
@@ -518,7 +550,7 @@ func cmdBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	addr := addrFlag(fs)
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: backends takes no arguments", errUsage)
@@ -552,7 +584,7 @@ func cmdMeters(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	watch := fs.Bool("watch", false, "refresh until interrupted")
 	interval := fs.Duration("interval", time.Second, "with -watch, how often to refresh")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: meters takes no arguments", errUsage)

@@ -742,3 +742,16 @@ func TestIsTerminal(t *testing.T) {
 		t.Errorf("progress written to a buffer: %q", buf.String())
 	}
 }
+
+// `serve -floor 2` prints the served backend's fidelity (ref-mid, F3) and
+// the floor, not fidelity_met (1) as a fidelity.
+func TestRemoteServePrintsServedFidelity(t *testing.T) {
+	s := startStack(t, remoteBackends)
+	out, errOut, err := meshctl(context.Background(), "serve", "-addr", s.addr, "-floor", "2", "-ceiling", "100000", "-max", "8", "hello")
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, errOut)
+	}
+	if !containsSpaced(errOut, "backend  ref-mid (F3, floor F2)") {
+		t.Errorf("the summary lacks the served fidelity:\n%s", errOut)
+	}
+}

@@ -25,7 +25,7 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	roles := fs.String("roles", "", "comma-separated roles: serve, read, operate (required)")
 	out := fs.String("o", "", "write the token to this file (0600) instead of printing it")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if *name == "" || strings.ContainsAny(*name, " \t#") || *roles == "" {
 		return fmt.Errorf("%w: usage: meshctl token -name NAME -roles serve,read,operate [-o FILE]", errUsage)

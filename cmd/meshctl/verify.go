@@ -46,9 +46,14 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "       meshctl verify -envelope [-steward ID] <file>")
 		fmt.Fprintln(stderr, "exit status: 0 verified, 1 damaged or tampered, 2 usage, 3 torn final write, 4 rolled back (pins not reached), 5 not a log")
 		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "\n       meshctl verify -remote [-addr A] [-trust HEXKEY]   (a running meshd's chain)")
+		rfs := flag.NewFlagSet("verify -remote", flag.ContinueOnError)
+		rfs.SetOutput(stderr)
+		remoteVerifyFlags(rfs)
+		rfs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
@@ -240,6 +245,10 @@ func cmdLog(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(args) == 0 {
 		return fmt.Errorf("%w: log repair|checkpoint <log directory>", errUsage)
 	}
+	if cli.IsHelp(args[0]) {
+		fmt.Fprintln(stdout, "usage: meshctl log repair|checkpoint [flags] <log directory>   (meshctl log repair -h: its flags)")
+		return nil
+	}
 	switch args[0] {
 	case "repair":
 		return logRepair(ctx, args[1:], stdout, stderr)
@@ -255,7 +264,7 @@ func logRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	keyHex := fs.String("steward", "", "trusted steward id (64 hex)")
 	apply := fs.Bool("apply", false, "do it; without -apply only say what would be done")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: log repair [-steward ID] [-apply] <log directory>", errUsage)
@@ -296,7 +305,7 @@ func logCheckpoint(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	keyHex := fs.String("steward", "", "trusted steward id (64 hex)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: log checkpoint [-steward ID] <log directory>", errUsage)

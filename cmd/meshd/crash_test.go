@@ -326,11 +326,14 @@ format = "json"
 	if !regexp.MustCompile(`"msg":"receipt log: cut a torn final frame","bytes":` + strconv.FormatInt(tornLog, 10)).MatchString(logs) {
 		t.Errorf("restart did not log the log's torn tail of %d bytes:\n%s", tornLog, logs)
 	}
-	if !strings.Contains(logs, fmt.Sprintf("TornBytes:%d ", tornLedger)) {
+	if !strings.Contains(logs, fmt.Sprintf(`"torn_bytes":%d,`, tornLedger)) {
 		t.Errorf("restart did not report the ledger's torn tail of %d bytes:\n%s", tornLedger, logs)
 	}
 	var open struct{ Receipts uint64 }
-	var restartLedger struct{ Recovery string }
+	var restartLedger struct {
+		Records, Settled, Released, Corrected int
+		TornBytes                             int64 `json:"torn_bytes"`
+	}
 	for line := range strings.Lines(logs) {
 		if strings.Contains(line, `"msg":"receipt log open"`) {
 			json.Unmarshal([]byte(line), &open)
@@ -438,7 +441,7 @@ format = "json"
 	defer st.Close()
 	t.Logf("kill -9 after %d replies: %d received (%d budget_exhausted, %d cut off by the kill), %d in the log at restart; "+
 		"ledger recovery at restart %s; offline recovery %+v",
-		killAfter, len(received), exhausted.Load(), lost.Load(), recovered, restartLedger.Recovery, *st.Recovery)
+		killAfter, len(received), exhausted.Load(), lost.Load(), recovered, fmt.Sprintf("%+v", restartLedger), *st.Recovery)
 	if len(served) > len(grants) {
 		t.Errorf("receipts name %d grants, %d were issued", len(served), len(grants))
 	}

@@ -39,7 +39,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // prints the receipts, stops the daemon cleanly and verifies the chain it
 // left. hooks let a test drive the meter step by step; the zero hooks
 // change nothing.
-func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, hooks meterHooks) error {
+func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, hooks meterHooks) (err error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "directory for the config, key, receipt log and demo model (default: a new temporary directory)")
@@ -48,13 +48,14 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 	noGGUF := fs.Bool("no-gguf", false, "serve with the reference engines only (skip the GGUF engine subprocess)")
 	shared := fs.Bool("shared-meter", false, "let serves overlap on the meter's span, each charged its apportioned share (ModelBased); default: one metered serve at a time")
 	requireMeter := fs.Bool("require-meter", false, "refuse serves while the meter is not measuring, rather than seal Estimator receipts")
+	keep := fs.Bool("keep", false, "keep the temporary directory (config, key, receipts, log) at exit and print where it is; without -dir it is removed after a clean run")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: meshd demo [flags]")
 		fs.PrintDefaults()
 		fmt.Fprintln(stderr, meterUsage)
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "meshd-demo-")
@@ -62,6 +63,19 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 			return err
 		}
 		*dir = d
+		// Registered before anything opens a file in it, so it runs last.
+		// A failed demo keeps its directory: the error names the log in it.
+		defer func() {
+			if *keep || err != nil {
+				fmt.Fprintf(stderr, "meshd demo: kept %s\n", d)
+				return
+			}
+			if rerr := os.RemoveAll(d); rerr != nil {
+				err = fmt.Errorf("demo: removing its temporary directory: %w", rerr)
+				return
+			}
+			fmt.Fprintf(stdout, "meshd demo: removed %s (-keep keeps it)\n", d)
+		}()
 	}
 	cfg, meterNote, err := demoConfig(ctx, *dir, *meterSpec, *hwmonRoot, *noGGUF, stdout)
 	if err != nil {

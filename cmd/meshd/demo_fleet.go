@@ -161,7 +161,7 @@ func runDemoFleet(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: demo-fleet takes only flags, got %q", errUsage, fs.Args())

@@ -205,3 +205,32 @@ func TestDemoWithHwmonMeter(t *testing.T) {
 		t.Fatalf("unknown rail: %v", err)
 	}
 }
+
+// Without -dir the demo's temporary directory is removed after a clean run
+// (and said so); with -keep it stays and the demo says where.
+func TestDemoTempDir(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			args := []string{"demo", "-no-gguf"}
+			if keep {
+				args = append(args, "-keep")
+			}
+			var out, errb bytes.Buffer
+			if err := run(context.Background(), args, &out, &errb); err != nil {
+				t.Fatalf("demo failed: %v\n%s%s", err, out.String(), errb.String())
+			}
+			left, err := filepath.Glob(filepath.Join(tmp, "meshd-demo-*"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !keep && (len(left) != 0 || !strings.Contains(out.String(), "removed "+tmp)):
+				t.Errorf("left %v behind; output:\n%s", left, out.String())
+			case keep && (len(left) != 1 || !strings.Contains(errb.String(), "kept "+left[0])):
+				t.Errorf("-keep: %v in %s; stderr:\n%s", left, tmp, errb.String())
+			}
+		})
+	}
+}

@@ -39,7 +39,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	path := fs.String("config", defaultConfig, "configuration file")
 	offline := fs.Bool("offline", false, "check the file alone, looking at nothing on this machine (models, runners, directories, devices, files): for a config meant for another machine")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	var ec *config.EnvCheck
 	if !*offline {
@@ -122,7 +122,7 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 	fs.SetOutput(stderr)
 	path := fs.String("config", defaultConfig, "configuration file")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return flagError(err)
 	}
 	getenv := hooks.getenv
 	if getenv == nil {
@@ -156,8 +156,8 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 	_ = d.notify.Status("opening the receipt log, the ledger, the meters and the engines")
 	n, err := node.Open(ctx, cfg, opts)
 	if err != nil {
-		d.log.Error("cannot start", "err", err)
-		return err
+		// Not logged as well: cli.Main prints the error, once.
+		return fmt.Errorf("cannot start: %w", err)
 	}
 	d.node = n
 	current.Store(n)
@@ -180,6 +180,7 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 		Logger:       d.log,
 		Metrics:      metrics,
 		Auth:         d.auth,
+		CORSOrigins:  cfg.Listen.CORSOrigins,
 	})
 	apiSrv.Store(d.api)
 	lns, err := d.listen(cfg.Listen)
@@ -230,8 +231,8 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case err := <-errc:
-			runErr = err
-			d.log.Error("listener failed; stopping", "err", err)
+			runErr = err // printed by cli.Main once the drain is done
+			d.log.Info("stopping: a listener failed")
 			break loop
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
@@ -447,8 +448,7 @@ func (d *daemon) shutdown(timeout time.Duration) error {
 		os.Remove(d.unixPath)
 	}
 	if err := d.node.Close(context.Background()); err != nil {
-		errs = append(errs, err)
-		d.log.Error("closing", "err", err)
+		errs = append(errs, err) // returned, and so printed once
 	} else {
 		d.log.Info("stopped cleanly: log synced, engines stopped")
 	}

@@ -3,6 +3,7 @@ package subprocess
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,9 +83,11 @@ type Config struct {
 	// Recipes caches model content ids; nil uses a private cache. Share
 	// one between engines that load the same files.
 	Recipes *recipe.Cache
-	// Logf, when set, receives the runner's output lines and lifecycle
-	// events.
-	Logf func(format string, args ...any)
+	// Log receives lifecycle events (started, healthy, a crash, a restart,
+	// stopped: INFO, WARN for what went wrong) with pid, port and the like
+	// as fields, and each line the runner prints at DEBUG ("engine
+	// output"). nil discards them.
+	Log *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -109,8 +112,8 @@ func (c Config) withDefaults() Config {
 	if c.Recipes == nil {
 		c.Recipes = recipe.NewCache()
 	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
 	}
 	return c
 }

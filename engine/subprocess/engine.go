@@ -256,15 +256,15 @@ func (e *Engine) startInstance(ctx context.Context) (*instance, error) {
 		if err != nil {
 			return nil, fmt.Errorf("starting engine: %w", err)
 		}
-		in, err := spawn(e.runner, args, e.cfg.Env, port, e.cfg.Logf)
+		in, err := spawn(e.runner, args, e.cfg.Env, port, func(line string) { e.cfg.Log.Debug("engine output", "line", line) })
 		if err != nil {
 			return nil, err
 		}
-		e.cfg.Logf("engine: started %s pid %d on port %d", e.runner, in.pid, port)
+		e.cfg.Log.Info("engine started", "runner", e.runner, "pid", in.pid, "port", port)
 		err = in.waitHealthy(ctx, e.client, e.cfg.HealthTimeout, e.cfg.HealthInterval)
 		var he *errHealth
 		if errors.As(err, &he) && he.bind && attempt < bindAttempts {
-			e.cfg.Logf("engine: port %d was taken, retrying: %v", port, err)
+			e.cfg.Log.Warn("engine port was taken; retrying on another", "port", port, "err", err)
 			continue
 		}
 		if err != nil {
@@ -282,7 +282,7 @@ func (e *Engine) startInstance(ctx context.Context) (*instance, error) {
 		}
 		in.recipe = before.String()
 		in.nCtx = readContext(ctx, e.client, in.base)
-		e.cfg.Logf("engine: pid %d healthy, recipe %s, context %d", in.pid, in.recipe, in.nCtx)
+		e.cfg.Log.Info("engine healthy", "pid", in.pid, "recipe", in.recipe, "context", in.nCtx)
 		return in, nil
 	}
 }
@@ -326,7 +326,7 @@ func (e *Engine) supervise(in *instance) {
 		uptime := time.Since(in.healthy)
 		crash := fmt.Errorf("%w: pid %d (%s) after %v; last output: %s",
 			ErrCrashed, in.pid, in.exitStatus(), uptime.Round(time.Millisecond), in.tail.String())
-		e.cfg.Logf("engine: %v", crash)
+		e.cfg.Log.Warn("engine crashed", "err", crash)
 		e.markDown(in, crash)
 
 		delay := bo.afterCrash(uptime)
@@ -343,7 +343,7 @@ func (e *Engine) supervise(in *instance) {
 				return // startInstance has killed any child it began
 			}
 			if err != nil {
-				e.cfg.Logf("engine: restart failed: %v", err)
+				e.cfg.Log.Error("engine restart failed", "err", err)
 				e.mu.Lock()
 				e.lastErr = err
 				e.mu.Unlock()
@@ -360,7 +360,7 @@ func (e *Engine) supervise(in *instance) {
 			n := e.restarts
 			e.setUpLocked(next)
 			e.mu.Unlock()
-			e.cfg.Logf("engine: restarted as pid %d (restart %d)", next.pid, n)
+			e.cfg.Log.Warn("engine restarted", "pid", next.pid, "restart", n)
 			in = next
 			break
 		}
@@ -393,7 +393,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	var err error
 	if in != nil {
 		err = in.terminate(ctx, e.cfg.StopGrace)
-		e.cfg.Logf("engine: pid %d stopped (%s)", in.pid, in.exitStatus())
+		e.cfg.Log.Info("engine stopped", "pid", in.pid, "exit", in.exitStatus())
 	}
 	e.transport.CloseIdleConnections()
 	return err

@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -506,19 +506,23 @@ func TestStopEscalatesToKill(t *testing.T) {
 func TestCrashLoopBacksOffAndStops(t *testing.T) {
 	noLeaks(t)
 	const crashes = 2
-	healthyRE := regexp.MustCompile(`^engine: pid (\d+) healthy`)
 	var (
 		mu      sync.Mutex
 		healthy []int
 	)
 	third := make(chan int, 1)
 	cfg := testConfig(t, "--exit-on-usr1")
-	cfg.Logf = func(format string, args ...any) {
-		m := healthyRE.FindStringSubmatch(fmt.Sprintf(format, args...))
-		if m == nil {
+	cfg.Log = slog.New(recordHandler(func(r slog.Record) {
+		if r.Message != "engine healthy" {
 			return
 		}
-		pid, _ := strconv.Atoi(m[1])
+		pid := 0
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "pid" {
+				pid = int(a.Value.Int64())
+			}
+			return true
+		})
 		mu.Lock()
 		defer mu.Unlock()
 		healthy = append(healthy, pid)
@@ -532,7 +536,7 @@ func TestCrashLoopBacksOffAndStops(t *testing.T) {
 		if len(healthy) == crashes+1 {
 			third <- pid
 		}
-	}
+	}))
 	e := startEngine(t, cfg)
 	var last int
 	select {
@@ -665,3 +669,15 @@ func TestStopDuringStart(t *testing.T) {
 		t.Fatal("Start succeeded although Stop interrupted it")
 	}
 }
+
+// recordHandler is a slog.Handler that hands each record to f, so a test
+// can act on a lifecycle event by its message and fields.
+type recordHandler func(slog.Record)
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h(r)
+	return nil
+}
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }

@@ -33,10 +33,10 @@ type ring struct {
 	mu      sync.Mutex
 	lines   []string
 	partial []byte
-	logf    func(string, ...any)
+	logLine func(string)
 }
 
-func newRing(logf func(string, ...any)) *ring { return &ring{logf: logf} }
+func newRing(logLine func(string)) *ring { return &ring{logLine: logLine} }
 
 func (r *ring) Write(p []byte) (int, error) {
 	r.mu.Lock()
@@ -56,8 +56,8 @@ func (r *ring) Write(p []byte) (int, error) {
 func (r *ring) push() {
 	line := strings.TrimRight(string(r.partial), "\r")
 	r.partial = r.partial[:0]
-	if r.logf != nil {
-		r.logf("engine: %s", line)
+	if r.logLine != nil {
+		r.logLine(line)
 	}
 	if len(r.lines) == tailLines {
 		copy(r.lines, r.lines[1:])
@@ -132,11 +132,11 @@ func freePort() (int, error) {
 }
 
 // spawn starts the runner on a given port. The child is not yet healthy.
-func spawn(runner string, args, env []string, port int, logf func(string, ...any)) (*instance, error) {
+func spawn(runner string, args, env []string, port int, logLine func(string)) (*instance, error) {
 	cmd := exec.Command(runner, append(args, "--port", strconv.Itoa(port))...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = sysProcAttr()
-	tail := newRing(logf)
+	tail := newRing(logLine)
 	cmd.Stdout, cmd.Stderr = tail, tail
 	// A grandchild holding the output pipes must not keep Wait from
 	// reporting the runner's exit.

@@ -6,6 +6,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -85,13 +86,50 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// FlagError turns what flag.FlagSet.Parse returned into the command's
+// error: nil stays nil; -h or --help (flag.ErrHelp, after the flag set has
+// printed its usage) stays flag.ErrHelp, which Main exits 0 for without a
+// word more; anything else is a usage error (exit 2).
+func FlagError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrUsage, err)
+}
+
+// IsHelp says whether args asks for help: "-h", "-help", "--help" or
+// "help", as the first argument of a command that has subcommands.
+func IsHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// IsVersion says whether arg asks for the version: "version", "-version"
+// or "--version".
+func IsVersion(arg string) bool {
+	switch arg {
+	case "version", "-version", "--version", "-V":
+		return true
+	}
+	return false
+}
+
 // Main runs run with a context cancelled by SIGINT or SIGTERM and exits:
-// 0 on success, 2 for a usage error, an *ExitError's own code, 1 for
+// 0 on success or when help was asked for (flag.ErrHelp), 2 for a usage error, an *ExitError's own code, 1 for
 // anything else, with the error on stderr prefixed by the command's name.
 func Main(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // the usage asked for is already printed
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		if errors.Is(err, ErrUsage) {
