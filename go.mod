@@ -3,12 +3,12 @@ module meshd
 go 1.26.0
 
 require (
-	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/ardanlabs/jinja v1.8.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cloudflare/circl v1.6.5
 	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/ebitengine/purego v0.11.3
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/google/go-tpm v0.9.8

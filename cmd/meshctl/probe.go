@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"meshd/drivers"
 	"meshd/drivers/hwmon"
 	"meshd/drivers/nvml"
 	"meshd/drivers/probe"
@@ -36,6 +37,7 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	raplRoot := fs.String("rapl", rapl.DefaultRoot, "powercap class directory (RAPL zones)")
 	nvmlLib := fs.String("nvml", nvml.DefaultLibrary, "the NVIDIA management library to look for GPUs with")
 	noI2C := fs.Bool("no-i2c", false, "skip the I2C scan")
+	nvmlLib := fs.String("nvml", nvml.DefaultLibrary, "NVML library to load for NVIDIA GPUs (soname or path; empty skips them)")
 	timeout := fs.Duration("timeout", 2*time.Second, "wait for each serial meter")
 	var buses, ums, lines listFlag
 	fs.Var(&buses, "i2c", "I2C bus to scan (name or number; repeatable; default every bus)")
@@ -69,6 +71,15 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintln(stdout, "looked for:")
 	for _, l := range looked {
 		fmt.Fprintln(stdout, " ", l)
+	}
+	if *nvmlLib != "" {
+		gpus, err := nvml.ProbeSystem(nvml.Config{Library: *nvmlLib})
+		for _, g := range gpus {
+			found = append(found, gpuFound(g))
+		}
+		if err != nil {
+			fmt.Fprintln(stdout, err) // it begins "nvml:"
+		}
 	}
 	if len(found) == 0 {
 		counted := 0 // RAPL zones and GPUs are counted above, not read here
@@ -129,4 +140,21 @@ func openBuses(names []string) ([]namedBus, string) {
 		open = append(open, namedBus{b, n})
 	}
 	return open, strings.Join(problems, "; ")
+}
+
+// gpuFound lists a GPU NVML reported: "model" where it has the energy
+// counter, "point" where only its power reading.
+func gpuFound(g nvml.GPUInfo) probe.Found {
+	f := probe.Found{Kind: "nvml", Where: fmt.Sprintf("nvml:%d", g.Index), Reading: drivers.KindPoint}
+	if g.CounterSupported {
+		f.Reading = drivers.KindModel
+	}
+	f.Note = g.Name
+	if g.PowerSupported {
+		f.Note += fmt.Sprintf(", %.3f W now", float64(g.PowerMW)/1000)
+	}
+	if g.PowerLimitMW > 0 {
+		f.Note += fmt.Sprintf(", limit %.0f W", float64(g.PowerLimitMW)/1000)
+	}
+	return f
 }

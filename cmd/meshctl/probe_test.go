@@ -76,6 +76,19 @@ func TestProbeCommandNoI2CBus(t *testing.T) {
 	}
 }
 
+// Where NVML is absent the listing says so, naming the library.
+func TestProbeCommandNVMLAbsent(t *testing.T) {
+	lib := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	var out, errb bytes.Buffer
+	if err := cmdProbe(context.Background(), []string{"-hwmon", t.TempDir(), "-no-i2c", "-nvml", lib}, &out, &errb); err != nil {
+		t.Fatalf("a machine without NVML is not an error: %v", err)
+	}
+	// The wording is drivers/nvml's (it differs in a -tags nonvml build).
+	if want := "nvml: "; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), lib) {
+		t.Fatalf("output lacks %q naming %s:\n%s", want, lib, out.String())
+	}
+}
+
 func TestProbeCommandUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	if err := cmdProbe(context.Background(), []string{"stray"}, &out, &errb); err == nil {

@@ -34,15 +34,28 @@
 // neither is a rigorous bound, which is why neither kind can support a
 // hardware claim.
 //
-// # Building without the library or without cgo
+// # Loading NVML
 //
-// NVML is loaded at run time, so meshd builds and runs on machines
-// without it: opening a GPU there returns an error wrapping
-// drivers.ErrNoDevice that names the missing library. The Go bindings
-// (github.com/NVIDIA/go-nvml) need cgo even to compile; a build with
-// CGO_ENABLED=0 keeps Open and ProbeSystem, which then return the same
-// kind of error, while New and Probe (which take an nvml.Interface, the
-// seam tests fill with the bindings' own mock) exist only with cgo.
+// NVML is loaded at run time with github.com/ebitengine/purego, which
+// calls C without cgo, so meshd builds the same with CGO_ENABLED=0 or 1
+// and runs on machines without the library: there, opening a GPU
+// returns an error wrapping drivers.ErrNoDevice that names the library
+// and says the NVIDIA driver is not installed. The binding (dl.go) is
+// exactly the calls the driver makes, behind Library; a function the
+// installed library lacks answers ErrorFunctionNotFound, which the
+// driver treats as unsupported. New and Probe take a Library, the seam
+// tests fill with a fake of those calls; the loader itself is tested on a
+// stand-in library built from testdata/fakenvml.c with NVML's C
+// signatures.
+//
+// Without cgo, purego's internal fakecgo stands in for runtime/cgo and
+// the binary imports dlopen from the C library: it is a dynamically
+// linked executable (interpreter ld-linux, DT_NEEDED libc.so.6,
+// libdl.so.2, libpthread.so.0), no C toolchain needed to build it, that
+// runs wherever glibc's loader is (every Debian, Ubuntu or Raspberry Pi
+// OS). Where it is not (musl, no C library at all), build with -tags
+// nonvml: the loader is left out, the binary is statically linked, and
+// Open and ProbeSystem say the build cannot load NVML.
 //
 // Polling faster than 50 ms makes NVML return errors or zeros, so Poll may
 // not be shorter than MinPoll.

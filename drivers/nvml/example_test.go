@@ -1,5 +1,3 @@
-//go:build cgo
-
 package nvml_test
 
 import (
@@ -8,28 +6,26 @@ import (
 
 	"meshd/drivers/drivertest"
 	gpu "meshd/drivers/nvml"
-
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 )
 
 // Meter a GPU whose energy counter climbs 30 J every 100 ms (300 W), as
-// "-meter nvml:0" would, with NVML's own mock standing in for the driver.
+// "-meter nvml:0" would, with a fake of NVML's calls standing in for the driver.
 func Example() {
 	clk := drivertest.NewClock(drivertest.Epoch, true)
-	dev := &mock.Device{
-		GetNameFunc: func() (string, nvml.Return) { return "NVIDIA H200", nvml.SUCCESS },
-		GetTotalEnergyConsumptionFunc: func() (uint64, nvml.Return) {
+	dev := &fakeGPU{
+		GetNameFunc: func() (string, gpu.Return) { return "NVIDIA H200", gpu.Success },
+		GetTotalEnergyConsumptionFunc: func() (uint64, gpu.Return) {
 			ms := uint64(clk.Now().Sub(drivertest.Epoch).Milliseconds())
-			return 1000000 + 300*ms, nvml.SUCCESS // mJ
+			return 1000000 + 300*ms, gpu.Success // mJ
 		},
-		GetEnforcedPowerLimitFunc: func() (uint32, nvml.Return) { return 700000, nvml.SUCCESS }, // mW
+		GetEnforcedPowerLimitFunc: func() (uint32, gpu.Return) { return 700000, gpu.Success }, // mW
 	}
-	lib := &mock.Interface{
-		InitFunc:                   func() nvml.Return { return nvml.SUCCESS },
-		ShutdownFunc:               func() nvml.Return { return nvml.SUCCESS },
-		DeviceGetCountFunc:         func() (int, nvml.Return) { return 1, nvml.SUCCESS },
-		DeviceGetHandleByIndexFunc: func(int) (nvml.Device, nvml.Return) { return dev, nvml.SUCCESS },
+	lib := &fakeLib{
+		devs:                       []*fakeGPU{dev},
+		InitFunc:                   func() gpu.Return { return gpu.Success },
+		ShutdownFunc:               func() gpu.Return { return gpu.Success },
+		DeviceGetCountFunc:         func() (int, gpu.Return) { return 1, gpu.Success },
+		DeviceGetHandleByIndexFunc: func(int) (gpu.Device, gpu.Return) { return handleOf(0), gpu.Success },
 	}
 	s, err := gpu.New(lib, 0, gpu.Config{Clock: clk})
 	if err != nil {

@@ -1,5 +1,3 @@
-//go:build cgo
-
 package nvml
 
 import (
@@ -10,15 +8,14 @@ import (
 
 	"meshd/drivers"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"periph.io/x/conn/v3/physic"
 )
 
 // Sensor reads one GPU. Next must not be called from several goroutines
 // at once.
 type Sensor struct {
-	lib     nvml.Interface
-	dev     nvml.Device
+	lib     Library
+	dev     Device
 	index   int
 	gpu     string
 	counter bool
@@ -41,7 +38,14 @@ type Sensor struct {
 // behind "-meter nvml:<index>". Without the library it returns an error
 // wrapping drivers.ErrNoDevice that names it.
 func Open(index int, cfg Config) (drivers.Sensor, error) {
-	s, err := New(nvml.New(nvml.WithLibraryPath(cfg.library())), index, cfg)
+	if _, err := cfg.poll(); err != nil {
+		return nil, err
+	}
+	lib, err := load(cfg.library())
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(lib, index, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -50,34 +54,33 @@ func Open(index int, cfg Config) (drivers.Sensor, error) {
 
 // ProbeSystem is Probe on the library cfg.Library names.
 func ProbeSystem(cfg Config) ([]GPUInfo, error) {
-	return probe(nvml.New(nvml.WithLibraryPath(cfg.library())), cfg.library())
+	lib, err := load(cfg.library())
+	if err != nil {
+		return nil, err
+	}
+	return probe(lib, cfg.library())
 }
 
 // initErr explains why NVML would not start.
-func initErr(ret nvml.Return, lib string) error {
+func initErr(ret Return, lib string) error {
 	switch ret {
-	case nvml.ERROR_LIBRARY_NOT_FOUND:
-		return fmt.Errorf("nvml: cannot load %s (is the NVIDIA driver installed?): %w: %w", lib, drivers.ErrNoDevice, ret)
-	case nvml.ERROR_DRIVER_NOT_LOADED:
+	case ErrorLibraryNotFound:
+		return fmt.Errorf("nvml: %s not found: the NVIDIA driver is not installed: %w: %w", lib, drivers.ErrNoDevice, ret)
+	case ErrorDriverNotLoaded:
 		return fmt.Errorf("nvml: the NVIDIA kernel driver is not loaded: %w: %w", drivers.ErrNoDevice, ret)
 	}
 	return fmt.Errorf("nvml: initialising %s: %w", lib, ret)
 }
 
-// unsupported reports whether ret means the GPU or driver lacks the call.
-func unsupported(ret nvml.Return) bool {
-	return ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_FUNCTION_NOT_FOUND
-}
-
 // New opens GPU index through lib, which it initialises (and Close shuts
 // down). It reads the energy counter where the GPU has one and falls back
 // to power readings where it does not.
-func New(lib nvml.Interface, index int, cfg Config) (s *Sensor, err error) {
+func New(lib Library, index int, cfg Config) (s *Sensor, err error) {
 	poll, err := cfg.poll()
 	if err != nil {
 		return nil, err
 	}
-	if ret := lib.Init(); ret != nvml.SUCCESS {
+	if ret := lib.Init(); ret != Success {
 		return nil, initErr(ret, cfg.library())
 	}
 	defer func() {
@@ -86,35 +89,35 @@ func New(lib nvml.Interface, index int, cfg Config) (s *Sensor, err error) {
 		}
 	}()
 	n, ret := lib.DeviceGetCount()
-	if ret != nvml.SUCCESS {
+	if ret != Success {
 		return nil, fmt.Errorf("nvml: counting GPUs: %w", ret)
 	}
 	if index < 0 || index >= n {
 		return nil, fmt.Errorf("nvml: no GPU %d (%d present): %w", index, n, drivers.ErrNoDevice)
 	}
 	dev, ret := lib.DeviceGetHandleByIndex(index)
-	if ret != nvml.SUCCESS {
+	if ret != Success {
 		return nil, fmt.Errorf("nvml: GPU %d: %w", index, ret)
 	}
-	gpu, _ := dev.GetName() // for messages only
+	gpu, _ := lib.DeviceGetName(dev) // for messages only
 
-	_, ret = dev.GetTotalEnergyConsumption()
-	counter := ret == nvml.SUCCESS
+	_, ret = lib.DeviceGetTotalEnergyConsumption(dev)
+	counter := ret == Success
 	if !counter && !unsupported(ret) {
 		return nil, fmt.Errorf("nvml: GPU %d: reading energy counter: %w", index, ret)
 	}
 	if !counter {
-		if _, ret := dev.GetPowerUsage(); unsupported(ret) {
+		if _, ret := lib.DeviceGetPowerUsage(dev); unsupported(ret) {
 			return nil, fmt.Errorf("nvml: GPU %d (%s) reports neither energy nor power: %w: %w", index, gpu, drivers.ErrNoDevice, ret)
-		} else if ret != nvml.SUCCESS {
+		} else if ret != Success {
 			return nil, fmt.Errorf("nvml: GPU %d: reading power: %w", index, ret)
 		}
 	}
 
 	fullScale := or(cfg.FullScale, DefaultFullScale)
-	if mw, ret := dev.GetEnforcedPowerLimit(); ret == nvml.SUCCESS && mw > 0 {
+	if mw, ret := lib.DeviceGetEnforcedPowerLimit(dev); ret == Success && mw > 0 {
 		fullScale = physic.Power(mw) * physic.MilliWatt
-	} else if mw, ret := dev.GetPowerManagementLimit(); ret == nvml.SUCCESS && mw > 0 {
+	} else if mw, ret := lib.DeviceGetPowerManagementLimit(dev); ret == Success && mw > 0 {
 		fullScale = physic.Power(mw) * physic.MilliWatt
 	}
 	offset := or(cfg.Offset, DefaultOffset)
@@ -170,7 +173,7 @@ func (s *Sensor) Close() error {
 		return nil
 	}
 	s.closed = true
-	if ret := s.lib.Shutdown(); ret != nvml.SUCCESS {
+	if ret := s.lib.Shutdown(); ret != Success {
 		return fmt.Errorf("nvml: GPU %d: shutdown: %w", s.index, ret)
 	}
 	return nil
@@ -193,8 +196,8 @@ func (s *Sensor) Next(ctx context.Context) (drivers.Sample, error) {
 		if !s.counter {
 			return s.point(t)
 		}
-		cur, ret := s.dev.GetTotalEnergyConsumption()
-		if ret != nvml.SUCCESS {
+		cur, ret := s.lib.DeviceGetTotalEnergyConsumption(s.dev)
+		if ret != Success {
 			s.contiguous = false
 			if unsupported(ret) {
 				return drivers.Sample{}, fmt.Errorf("nvml: GPU %d: energy counter no longer supported: %w", s.index, ret)
@@ -245,8 +248,8 @@ func (s *Sensor) rebase(v uint64, t time.Time) {
 
 // point returns a power reading taken at t.
 func (s *Sensor) point(t time.Time) (drivers.Sample, error) {
-	mw, ret := s.dev.GetPowerUsage()
-	if ret != nvml.SUCCESS {
+	mw, ret := s.lib.DeviceGetPowerUsage(s.dev)
+	if ret != Success {
 		s.contiguous = false
 		return drivers.Sample{}, fmt.Errorf("nvml: GPU %d: reading power: %w", s.index, ret)
 	}
@@ -266,39 +269,39 @@ func (s *Sensor) point(t time.Time) (drivers.Sample, error) {
 // Probe reads, for every GPU lib sees, its name, whether it has the
 // energy counter and the counter and power now: a quick check of a real
 // GPU before metering it.
-func Probe(lib nvml.Interface) ([]GPUInfo, error) { return probe(lib, DefaultLibrary) }
+func Probe(lib Library) ([]GPUInfo, error) { return probe(lib, DefaultLibrary) }
 
-func probe(lib nvml.Interface, name string) ([]GPUInfo, error) {
-	if ret := lib.Init(); ret != nvml.SUCCESS {
+func probe(lib Library, name string) ([]GPUInfo, error) {
+	if ret := lib.Init(); ret != Success {
 		return nil, initErr(ret, name)
 	}
 	defer lib.Shutdown()
 	n, ret := lib.DeviceGetCount()
-	if ret != nvml.SUCCESS {
+	if ret != Success {
 		return nil, fmt.Errorf("nvml: counting GPUs: %w", ret)
 	}
 	gpus := make([]GPUInfo, 0, n)
 	for i := range n {
 		g := GPUInfo{Index: i}
 		dev, ret := lib.DeviceGetHandleByIndex(i)
-		if ret != nvml.SUCCESS {
+		if ret != Success {
 			return gpus, fmt.Errorf("nvml: GPU %d: %w", i, ret)
 		}
-		if g.Name, ret = dev.GetName(); ret != nvml.SUCCESS {
+		if g.Name, ret = lib.DeviceGetName(dev); ret != Success {
 			return gpus, fmt.Errorf("nvml: GPU %d: name: %w", i, ret)
 		}
-		if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
+		if g.UUID, ret = lib.DeviceGetUUID(dev); ret != Success {
 			return gpus, fmt.Errorf("nvml: GPU %d: UUID: %w", i, ret)
 		}
-		g.EnergyMJ, ret = dev.GetTotalEnergyConsumption()
-		if g.CounterSupported = ret == nvml.SUCCESS; !g.CounterSupported && !unsupported(ret) {
+		g.EnergyMJ, ret = lib.DeviceGetTotalEnergyConsumption(dev)
+		if g.CounterSupported = ret == Success; !g.CounterSupported && !unsupported(ret) {
 			return gpus, fmt.Errorf("nvml: GPU %d: energy counter: %w", i, ret)
 		}
-		g.PowerMW, ret = dev.GetPowerUsage()
-		if g.PowerSupported = ret == nvml.SUCCESS; !g.PowerSupported && !unsupported(ret) {
+		g.PowerMW, ret = lib.DeviceGetPowerUsage(dev)
+		if g.PowerSupported = ret == Success; !g.PowerSupported && !unsupported(ret) {
 			return gpus, fmt.Errorf("nvml: GPU %d: power: %w", i, ret)
 		}
-		if mw, ret := dev.GetEnforcedPowerLimit(); ret == nvml.SUCCESS {
+		if mw, ret := lib.DeviceGetEnforcedPowerLimit(dev); ret == Success {
 			g.PowerLimitMW = mw
 		}
 		gpus = append(gpus, g)

@@ -1,11 +1,8 @@
-//go:build cgo
-
 package nvml_test
 
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,45 +11,44 @@ import (
 	"meshd/drivers/drivertest"
 	gpu "meshd/drivers/nvml"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"periph.io/x/conn/v3/physic"
 )
 
 // newLib is an NVML with the given GPUs that initialises and shuts down
 // cleanly.
-func newLib(devs ...*mock.Device) *mock.Interface {
-	return &mock.Interface{
-		InitFunc:           func() nvml.Return { return nvml.SUCCESS },
-		ShutdownFunc:       func() nvml.Return { return nvml.SUCCESS },
-		DeviceGetCountFunc: func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },
-		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
+func newLib(devs ...*fakeGPU) *fakeLib {
+	return &fakeLib{
+		devs:               devs,
+		InitFunc:           func() gpu.Return { return gpu.Success },
+		ShutdownFunc:       func() gpu.Return { return gpu.Success },
+		DeviceGetCountFunc: func() (int, gpu.Return) { return len(devs), gpu.Success },
+		DeviceGetHandleByIndexFunc: func(i int) (gpu.Device, gpu.Return) {
 			if i < 0 || i >= len(devs) {
-				return nil, nvml.ERROR_INVALID_ARGUMENT
+				return 0, gpu.ErrorInvalidArgument
 			}
-			return devs[i], nvml.SUCCESS
+			return handleOf(i), gpu.Success
 		},
 	}
 }
 
 // newGPU is a GPU with an energy counter (nil: unsupported), a power
 // reading and an enforced power limit in mW.
-func newGPU(name string, energy func() (uint64, nvml.Return), powerMW uint32, limitMW uint32) *mock.Device {
+func newGPU(name string, energy func() (uint64, gpu.Return), powerMW uint32, limitMW uint32) *fakeGPU {
 	if energy == nil {
-		energy = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		energy = func() (uint64, gpu.Return) { return 0, gpu.ErrorNotSupported }
 	}
-	return &mock.Device{
-		GetNameFunc:                   func() (string, nvml.Return) { return name, nvml.SUCCESS },
-		GetUUIDFunc:                   func() (string, nvml.Return) { return "GPU-" + strings.ReplaceAll(name, " ", "-"), nvml.SUCCESS },
+	return &fakeGPU{
+		GetNameFunc:                   func() (string, gpu.Return) { return name, gpu.Success },
+		GetUUIDFunc:                   func() (string, gpu.Return) { return "GPU-" + strings.ReplaceAll(name, " ", "-"), gpu.Success },
 		GetTotalEnergyConsumptionFunc: energy,
-		GetPowerUsageFunc:             func() (uint32, nvml.Return) { return powerMW, nvml.SUCCESS },
-		GetEnforcedPowerLimitFunc: func() (uint32, nvml.Return) {
+		GetPowerUsageFunc:             func() (uint32, gpu.Return) { return powerMW, gpu.Success },
+		GetEnforcedPowerLimitFunc: func() (uint32, gpu.Return) {
 			if limitMW == 0 {
-				return 0, nvml.ERROR_NOT_SUPPORTED
+				return 0, gpu.ErrorNotSupported
 			}
-			return limitMW, nvml.SUCCESS
+			return limitMW, gpu.Success
 		},
-		GetPowerManagementLimitFunc: func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED },
+		GetPowerManagementLimitFunc: func() (uint32, gpu.Return) { return 0, gpu.ErrorNotSupported },
 	}
 }
 
@@ -68,8 +64,8 @@ func (r ramp) at(t time.Time) uint64 {
 	return r.start + uint64(r.p/physic.MilliWatt)*uint64(dt)/uint64(time.Second)
 }
 
-func (r ramp) on(clk *drivertest.Clock) func() (uint64, nvml.Return) {
-	return func() (uint64, nvml.Return) { return r.at(clk.Now()), nvml.SUCCESS }
+func (r ramp) on(clk *drivertest.Clock) func() (uint64, gpu.Return) {
+	return func() (uint64, gpu.Return) { return r.at(clk.Now()), gpu.Success }
 }
 
 func TestCounterProgression(t *testing.T) {
@@ -118,8 +114,8 @@ func TestCounterProgression(t *testing.T) {
 			if want := physic.Energy(int64(tc.r.p)); total != want { // one second at p
 				t.Errorf("energy over 1 s: %v, want %v", total, want)
 			}
-			if err := s.Close(); err != nil || len(lib.ShutdownCalls()) != 1 {
-				t.Errorf("Close = %v after %d shutdowns; want one", err, len(lib.ShutdownCalls()))
+			if err := s.Close(); err != nil || lib.shutdowns != 1 {
+				t.Errorf("Close = %v after %d shutdowns; want one", err, lib.shutdowns)
 			}
 		})
 	}
@@ -128,22 +124,22 @@ func TestCounterProgression(t *testing.T) {
 func TestFullScaleSource(t *testing.T) {
 	tests := []struct {
 		name       string
-		enforced   nvml.Return
-		management nvml.Return
+		enforced   gpu.Return
+		management gpu.Return
 		cfg        physic.Power
 		want       physic.Power
 	}{
-		{"enforced limit", nvml.SUCCESS, nvml.SUCCESS, 0, 450 * physic.Watt},
-		{"management limit", nvml.ERROR_NOT_SUPPORTED, nvml.SUCCESS, 0, 300 * physic.Watt},
-		{"configured", nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NO_PERMISSION, 250 * physic.Watt, 250 * physic.Watt},
-		{"default", nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_SUPPORTED, 0, gpu.DefaultFullScale},
+		{"enforced limit", gpu.Success, gpu.Success, 0, 450 * physic.Watt},
+		{"management limit", gpu.ErrorNotSupported, gpu.Success, 0, 300 * physic.Watt},
+		{"configured", gpu.ErrorNotSupported, gpu.ErrorNoPermission, 250 * physic.Watt, 250 * physic.Watt},
+		{"default", gpu.ErrorNotSupported, gpu.ErrorNotSupported, 0, gpu.DefaultFullScale},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := drivertest.NewClock(drivertest.Epoch, true)
 			d := newGPU("NVIDIA A10", ramp{0, 100 * physic.Watt}.on(clk), 0, 0)
-			d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 450000, tc.enforced }
-			d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return 300000, tc.management }
+			d.GetEnforcedPowerLimitFunc = func() (uint32, gpu.Return) { return 450000, tc.enforced }
+			d.GetPowerManagementLimitFunc = func() (uint32, gpu.Return) { return 300000, tc.management }
 			s, err := gpu.New(newLib(d), 0, gpu.Config{Clock: clk, FullScale: tc.cfg})
 			if err != nil {
 				t.Fatal(err)
@@ -159,12 +155,12 @@ func TestPowerFallback(t *testing.T) {
 	clk := drivertest.NewClock(drivertest.Epoch, true)
 	d := newGPU("Tesla P100-PCIE-16GB", nil, 0, 250000)
 	mw := []uint32{41250, 187003, 249999, 0, 260000}
-	rets := []nvml.Return{nvml.SUCCESS, nvml.SUCCESS, nvml.SUCCESS, nvml.ERROR_GPU_IS_LOST, nvml.SUCCESS}
+	rets := []gpu.Return{gpu.Success, gpu.Success, gpu.Success, gpu.ErrorGPUIsLost, gpu.Success}
 	reads := 0
-	d.GetPowerUsageFunc = func() (uint32, nvml.Return) {
+	d.GetPowerUsageFunc = func() (uint32, gpu.Return) {
 		if reads == 0 { // New's check
 			reads++
-			return 40000, nvml.SUCCESS
+			return 40000, gpu.Success
 		}
 		i := reads - 1
 		reads++
@@ -182,14 +178,14 @@ func TestPowerFallback(t *testing.T) {
 	for i := range mw {
 		at := drivertest.Epoch.Add(time.Duration(i) * 100 * time.Millisecond)
 		smp, err := s.Next(ctx)
-		if rets[i] != nvml.SUCCESS {
+		if rets[i] != gpu.Success {
 			if !errors.Is(err, rets[i]) || !strings.Contains(err.Error(), "nvml: GPU 0: reading power") {
 				t.Fatalf("read %d: %v, want %v with context", i, err, rets[i])
 			}
 			continue
 		}
 		want := drivers.Sample{Start: at, End: at, Uncertainty: time.Second,
-			Contiguous: i > 0 && rets[i-1] == nvml.SUCCESS,
+			Contiguous: i > 0 && rets[i-1] == gpu.Success,
 			Power:      physic.Power(mw[i]) * physic.MilliWatt, Overflow: mw[i] > 250000}
 		if err != nil || smp != want {
 			t.Fatalf("read %d: %+v, %v\nwant %+v", i, smp, err, want)
@@ -199,22 +195,22 @@ func TestPowerFallback(t *testing.T) {
 
 func TestNeitherEnergyNorPower(t *testing.T) {
 	d := newGPU("GeForce GT 710", nil, 0, 0)
-	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	d.GetPowerUsageFunc = func() (uint32, gpu.Return) { return 0, gpu.ErrorNotSupported }
 	lib := newLib(d)
 	_, err := gpu.New(lib, 0, gpu.Config{})
 	if !errors.Is(err, drivers.ErrNoDevice) || !strings.Contains(err.Error(), "neither energy nor power") {
 		t.Fatalf("New = %v, want ErrNoDevice", err)
 	}
-	if n := len(lib.ShutdownCalls()); n != 1 {
+	if n := lib.shutdowns; n != 1 {
 		t.Errorf("%d shutdowns after a failed open, want 1", n)
 	}
 }
 
 func TestLibraryMissing(t *testing.T) {
-	t.Run("mock", func(t *testing.T) {
-		lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	t.Run("fake", func(t *testing.T) {
+		lib := &fakeLib{InitFunc: func() gpu.Return { return gpu.ErrorLibraryNotFound }}
 		_, err := gpu.New(lib, 0, gpu.Config{})
-		if !errors.Is(err, drivers.ErrNoDevice) || !errors.Is(err, nvml.ERROR_LIBRARY_NOT_FOUND) ||
+		if !errors.Is(err, drivers.ErrNoDevice) || !errors.Is(err, gpu.ErrorLibraryNotFound) ||
 			!strings.Contains(err.Error(), gpu.DefaultLibrary) {
 			t.Fatalf("New without the library: %v", err)
 		}
@@ -224,20 +220,9 @@ func TestLibraryMissing(t *testing.T) {
 		}
 	})
 	t.Run("driver not loaded", func(t *testing.T) {
-		lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_DRIVER_NOT_LOADED }}
+		lib := &fakeLib{InitFunc: func() gpu.Return { return gpu.ErrorDriverNotLoaded }}
 		if _, err := gpu.New(lib, 0, gpu.Config{}); !errors.Is(err, drivers.ErrNoDevice) || !strings.Contains(err.Error(), "kernel driver") {
 			t.Fatalf("New without the kernel driver: %v", err)
-		}
-	})
-	// The real loader, pointed at a library that cannot exist.
-	t.Run("real loader", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
-		s, err := gpu.Open(0, gpu.Config{Library: path})
-		if s != nil || !errors.Is(err, drivers.ErrNoDevice) || !strings.Contains(err.Error(), path) {
-			t.Fatalf("Open(%s) = %v, %v; want ErrNoDevice naming it", path, s, err)
-		}
-		if _, err := gpu.ProbeSystem(gpu.Config{Library: path}); !errors.Is(err, drivers.ErrNoDevice) || !strings.Contains(err.Error(), path) {
-			t.Fatalf("ProbeSystem(%s): %v", path, err)
 		}
 	})
 }
@@ -245,27 +230,27 @@ func TestLibraryMissing(t *testing.T) {
 func TestOpenErrors(t *testing.T) {
 	tests := []struct {
 		name    string
-		lib     func(*mock.Interface, *mock.Device)
+		lib     func(*fakeLib, *fakeGPU)
 		index   int
 		cfg     gpu.Config
 		wantIs  error
 		wantMsg string
 		inits   int
 	}{
-		{"init refused", func(l *mock.Interface, _ *mock.Device) {
-			l.InitFunc = func() nvml.Return { return nvml.ERROR_NO_PERMISSION }
-		}, 0, gpu.Config{}, nvml.ERROR_NO_PERMISSION, "nvml: initialising", 0},
-		{"count", func(l *mock.Interface, _ *mock.Device) {
-			l.DeviceGetCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
-		}, 0, gpu.Config{}, nvml.ERROR_UNKNOWN, "nvml: counting GPUs", 1},
-		{"no such GPU", func(*mock.Interface, *mock.Device) {}, 1, gpu.Config{}, drivers.ErrNoDevice, "no GPU 1 (1 present)", 1},
-		{"handle", func(l *mock.Interface, _ *mock.Device) {
-			l.DeviceGetHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_GPU_IS_LOST }
-		}, 0, gpu.Config{}, nvml.ERROR_GPU_IS_LOST, "nvml: GPU 0", 1},
-		{"energy counter", func(_ *mock.Interface, d *mock.Device) {
-			d.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
-		}, 0, gpu.Config{}, nvml.ERROR_UNKNOWN, "reading energy counter", 1},
-		{"poll too fast", func(*mock.Interface, *mock.Device) {}, 0, gpu.Config{Poll: 20 * time.Millisecond}, nil, "faster than NVML's 50ms floor", 0},
+		{"init refused", func(l *fakeLib, _ *fakeGPU) {
+			l.InitFunc = func() gpu.Return { return gpu.ErrorNoPermission }
+		}, 0, gpu.Config{}, gpu.ErrorNoPermission, "nvml: initialising", 0},
+		{"count", func(l *fakeLib, _ *fakeGPU) {
+			l.DeviceGetCountFunc = func() (int, gpu.Return) { return 0, gpu.ErrorUnknown }
+		}, 0, gpu.Config{}, gpu.ErrorUnknown, "nvml: counting GPUs", 1},
+		{"no such GPU", func(*fakeLib, *fakeGPU) {}, 1, gpu.Config{}, drivers.ErrNoDevice, "no GPU 1 (1 present)", 1},
+		{"handle", func(l *fakeLib, _ *fakeGPU) {
+			l.DeviceGetHandleByIndexFunc = func(int) (gpu.Device, gpu.Return) { return 0, gpu.ErrorGPUIsLost }
+		}, 0, gpu.Config{}, gpu.ErrorGPUIsLost, "nvml: GPU 0", 1},
+		{"energy counter", func(_ *fakeLib, d *fakeGPU) {
+			d.GetTotalEnergyConsumptionFunc = func() (uint64, gpu.Return) { return 0, gpu.ErrorUnknown }
+		}, 0, gpu.Config{}, gpu.ErrorUnknown, "reading energy counter", 1},
+		{"poll too fast", func(*fakeLib, *fakeGPU) {}, 0, gpu.Config{Poll: 20 * time.Millisecond}, nil, "faster than NVML's 50ms floor", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -277,7 +262,7 @@ func TestOpenErrors(t *testing.T) {
 				t.Fatalf("New = %v; want %v containing %q", err, tc.wantIs, tc.wantMsg)
 			}
 			// Every Init that succeeded is matched by a Shutdown.
-			if n := len(lib.ShutdownCalls()); n != tc.inits {
+			if n := lib.shutdowns; n != tc.inits {
 				t.Errorf("%d shutdowns, want %d", n, tc.inits)
 			}
 		})
@@ -292,11 +277,11 @@ func TestCounterReset(t *testing.T) {
 	clk := drivertest.NewClock(drivertest.Epoch, true)
 	r := ramp{5000000, 200 * physic.Watt}
 	reset := false
-	d := newGPU("NVIDIA A100-SXM4-80GB", func() (uint64, nvml.Return) {
+	d := newGPU("NVIDIA A100-SXM4-80GB", func() (uint64, gpu.Return) {
 		if reset { // the driver reloaded at 150 ms and counts from zero
-			return ramp{0, 200 * physic.Watt}.at(clk.Now().Add(-150 * time.Millisecond)), nvml.SUCCESS
+			return ramp{0, 200 * physic.Watt}.at(clk.Now().Add(-150 * time.Millisecond)), gpu.Success
 		}
-		return r.at(clk.Now()), nvml.SUCCESS
+		return r.at(clk.Now()), gpu.Success
 	}, 0, 400000)
 	s, err := gpu.New(newLib(d), 0, gpu.Config{Clock: clk})
 	if err != nil {
@@ -325,8 +310,8 @@ func TestCounterReset(t *testing.T) {
 func TestCounterUnsupportedMidRun(t *testing.T) {
 	clk := drivertest.NewClock(drivertest.Epoch, true)
 	r := ramp{0, 90 * physic.Watt}
-	ret := nvml.SUCCESS
-	d := newGPU("NVIDIA A30", func() (uint64, nvml.Return) { return r.at(clk.Now()), ret }, 90000, 165000)
+	ret := gpu.Success
+	d := newGPU("NVIDIA A30", func() (uint64, gpu.Return) { return r.at(clk.Now()), ret }, 90000, 165000)
 	s, err := gpu.New(newLib(d), 0, gpu.Config{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -335,18 +320,18 @@ func TestCounterUnsupportedMidRun(t *testing.T) {
 	if _, err := s.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ret = nvml.ERROR_NOT_SUPPORTED
+	ret = gpu.ErrorNotSupported
 	for i := range 2 { // it keeps saying so rather than switching kind
 		_, err = s.Next(ctx)
-		if !errors.Is(err, nvml.ERROR_NOT_SUPPORTED) || !strings.Contains(err.Error(), "nvml: GPU 0: energy counter no longer supported") {
+		if !errors.Is(err, gpu.ErrorNotSupported) || !strings.Contains(err.Error(), "nvml: GPU 0: energy counter no longer supported") {
 			t.Fatalf("read %d: %v", i, err)
 		}
 	}
-	ret = nvml.ERROR_GPU_IS_LOST
-	if _, err = s.Next(ctx); !errors.Is(err, nvml.ERROR_GPU_IS_LOST) || !strings.Contains(err.Error(), "reading energy counter") {
+	ret = gpu.ErrorGPUIsLost
+	if _, err = s.Next(ctx); !errors.Is(err, gpu.ErrorGPUIsLost) || !strings.Contains(err.Error(), "reading energy counter") {
 		t.Fatalf("lost GPU: %v", err)
 	}
-	ret = nvml.SUCCESS
+	ret = gpu.Success
 	smp, err := s.Next(ctx)
 	if err != nil || smp.Contiguous || smp.End.Sub(smp.Start) != 400*time.Millisecond || smp.Power != 90*physic.Watt {
 		t.Fatalf("after the errors: %+v, %v; want non-contiguous 90 W over 400 ms", smp, err)
@@ -360,12 +345,12 @@ func TestLongGapBreaksChain(t *testing.T) {
 	clk := drivertest.NewClock(drivertest.Epoch, true)
 	r := ramp{0, 60 * physic.Watt}
 	reads := 0
-	d := newGPU("NVIDIA T4", func() (uint64, nvml.Return) {
+	d := newGPU("NVIDIA T4", func() (uint64, gpu.Return) {
 		v := r.at(clk.Now())
 		if reads++; reads == 3 { // New's check, prime, then this read
 			clk.Spend(2 * time.Second)
 		}
-		return v, nvml.SUCCESS
+		return v, gpu.Success
 	}, 0, 70000)
 	s, err := gpu.New(newLib(d), 0, gpu.Config{Clock: clk})
 	if err != nil {
@@ -385,7 +370,7 @@ func TestLongGapBreaksChain(t *testing.T) {
 
 func TestStale(t *testing.T) {
 	clk := drivertest.NewClock(drivertest.Epoch, true)
-	d := newGPU("NVIDIA H200", func() (uint64, nvml.Return) { return 777, nvml.SUCCESS }, 0, 700000)
+	d := newGPU("NVIDIA H200", func() (uint64, gpu.Return) { return 777, gpu.Success }, 0, 700000)
 	s, err := gpu.New(newLib(d), 0, gpu.Config{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -415,8 +400,8 @@ func TestOverflow(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := drivertest.NewClock(drivertest.Epoch, true)
-			d := newGPU("NVIDIA H100", func() (uint64, nvml.Return) {
-				return uint64(clk.Now().Sub(drivertest.Epoch)/(100*time.Millisecond)) * tc.step, nvml.SUCCESS
+			d := newGPU("NVIDIA H100", func() (uint64, gpu.Return) {
+				return uint64(clk.Now().Sub(drivertest.Epoch)/(100*time.Millisecond)) * tc.step, gpu.Success
 			}, 0, 700000)
 			s, err := gpu.New(newLib(d), 0, gpu.Config{Clock: clk})
 			if err != nil {
@@ -432,7 +417,7 @@ func TestOverflow(t *testing.T) {
 
 func TestProbe(t *testing.T) {
 	lib := newLib(
-		newGPU("NVIDIA H100 80GB HBM3", func() (uint64, nvml.Return) { return 123456789, nvml.SUCCESS }, 312345, 700000),
+		newGPU("NVIDIA H100 80GB HBM3", func() (uint64, gpu.Return) { return 123456789, gpu.Success }, 312345, 700000),
 		newGPU("Tesla P100-PCIE-16GB", nil, 35000, 0),
 	)
 	got, err := gpu.Probe(lib)
@@ -447,14 +432,14 @@ func TestProbe(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Probe:\n got %+v\nwant %+v", got, want)
 	}
-	if len(lib.InitCalls()) != 1 || len(lib.ShutdownCalls()) != 1 {
-		t.Errorf("%d inits, %d shutdowns; want 1 each", len(lib.InitCalls()), len(lib.ShutdownCalls()))
+	if lib.inits != 1 || lib.shutdowns != 1 {
+		t.Errorf("%d inits, %d shutdowns; want 1 each", lib.inits, lib.shutdowns)
 	}
 	// A GPU failing mid-probe names itself; what was read before stays.
 	bad := newGPU("NVIDIA A100", nil, 0, 0)
-	bad.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_GPU_IS_LOST }
+	bad.GetPowerUsageFunc = func() (uint32, gpu.Return) { return 0, gpu.ErrorGPUIsLost }
 	got, err = gpu.Probe(newLib(newGPU("NVIDIA A100", nil, 1, 0), bad))
-	if !errors.Is(err, nvml.ERROR_GPU_IS_LOST) || !strings.Contains(err.Error(), "nvml: GPU 1: power") || len(got) != 1 {
+	if !errors.Is(err, gpu.ErrorGPUIsLost) || !strings.Contains(err.Error(), "nvml: GPU 1: power") || len(got) != 1 {
 		t.Fatalf("Probe with a lost GPU: %+v, %v", got, err)
 	}
 }
@@ -474,8 +459,8 @@ func TestCloseAndCancel(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil || len(lib.ShutdownCalls()) != 1 {
-		t.Fatalf("second Close = %v with %d shutdowns; want one shutdown", err, len(lib.ShutdownCalls()))
+	if err := s.Close(); err != nil || lib.shutdowns != 1 {
+		t.Fatalf("second Close = %v with %d shutdowns; want one shutdown", err, lib.shutdowns)
 	}
 	if _, err := s.Next(context.Background()); err == nil {
 		t.Fatal("Next after Close succeeded")
