@@ -35,9 +35,8 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	root := fs.String("hwmon", hwmon.DefaultRoot, "hwmon class directory")
 	raplRoot := fs.String("rapl", rapl.DefaultRoot, "powercap class directory (RAPL zones)")
-	nvmlLib := fs.String("nvml", nvml.DefaultLibrary, "the NVIDIA management library to look for GPUs with")
 	noI2C := fs.Bool("no-i2c", false, "skip the I2C scan")
-	nvmlLib := fs.String("nvml", nvml.DefaultLibrary, "NVML library to load for NVIDIA GPUs (soname or path; empty skips them)")
+	nvmlLib := fs.String("nvml", nvml.DefaultLibrary, "NVML library to load for NVIDIA GPUs (soname or path; empty skips listing them)")
 	timeout := fs.Duration("timeout", 2*time.Second, "wait for each serial meter")
 	var buses, ums, lines listFlag
 	fs.Var(&buses, "i2c", "I2C bus to scan (name or number; repeatable; default every bus)")
