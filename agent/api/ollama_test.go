@@ -2,17 +2,11 @@ package api_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +14,6 @@ import (
 	"meshd/agent/api"
 	"meshd/agent/api/apitest"
 	"meshd/agent/node"
-	"meshd/auth"
 	"meshd/steward"
 	"meshd/wire"
 )
@@ -328,69 +321,12 @@ func TestOllamaModels(t *testing.T) {
 // token, given as the client's Authorization header.
 func TestOfficialOllamaClient(t *testing.T) {
 	for _, key := range []string{"", "mshd_ollama-client-key"} {
-		t.Run(map[bool]string{true: "open", false: "token"}[key == ""], func(t *testing.T) { officialOllama(t, key) })
+		t.Run(map[bool]string{true: "open", false: "token"}[key == ""], func(t *testing.T) { officialClient(t, ollamaRun, key) })
 	}
 }
 
-func officialOllama(t *testing.T, key string) {
-	nodeBin, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH; the Ollama client test needs Node.js (make test installs its package)")
-	}
-	if _, err := os.Stat(filepath.Join(ollamaDir, "node_modules", "ollama")); err != nil {
-		t.Skipf("%s/node_modules is missing: run `make ollama-deps` (make test installs it)", ollamaDir)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := apitest.Start(t, fieldsBackends, node.Options{})
-	n, url := st.Node, st.URL
-	env := append(os.Environ(), "MESHD_API_KEY=")
-	if key != "" {
-		guarded := api.New(n, api.Options{Auth: auth.New(&auth.Policy{Tokens: []auth.Token{{Name: "ollama", SHA256: auth.HashToken(key), Roles: auth.Roles(auth.Serve)}}})})
-		hs := httptest.NewUnstartedServer(guarded)
-		hs.Config.ConnContext = auth.ConnContext(auth.Public)
-		hs.Start()
-		t.Cleanup(func() { guarded.Drain(); hs.Close() })
-		url, env = hs.URL, append(env, "MESHD_API_KEY="+key)
-	}
-	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(ollamaDir, "test.mjs"))
-	cmd.Env = append(env, "MESHD_URL="+url)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("test.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	t.Logf("test.mjs:\n%s%s", stdout.String(), stderr.String())
-
-	got := map[uint64]string{}
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 3 || f[0] != "receipt" {
-			continue
-		}
-		seq, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			t.Fatalf("test.mjs printed %q: %v", sc.Text(), err)
-		}
-		if prev, dup := got[seq]; dup {
-			t.Fatalf("test.mjs was given sequence %d twice (%s and %s)", seq, prev, f[2])
-		}
-		got[seq] = f[2]
-	}
-	const calls = 5 // generate, generate stream, chat, chat stream, embed
-	if len(got) != calls {
-		t.Fatalf("test.mjs reports %d receipts, want %d:\n%s", len(got), calls, stdout.String())
-	}
-	if d := n.Stores.Log.Durable(); d != uint64(len(got)) {
-		t.Fatalf("the log holds %d receipts, the client received %d", d, len(got))
-	}
-	for seq, id := range got {
-		if o := openSeq(t, n, seq); o.ID.String() != id {
-			t.Errorf("log receipt %d is %s; the client was given %q", seq, o.ID, id)
-		}
-	}
-}
+// ollamaRun: generate, generate stream, chat, chat stream, embed.
+var ollamaRun = officialRun{client: "Ollama", dir: ollamaDir, module: "ollama", token: "ollama", backends: fieldsBackends, calls: 5}
 
 // /api/embed is the same metered serve as /v1/embeddings: one receipt
 // for the texts, sealed in the log, its id in the answer; the vectors are
