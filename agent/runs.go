@@ -278,28 +278,23 @@ func (a *Agent) closeRun(ctx context.Context, seq uint64, reason string, abandon
 // flight and none for the run timeout, by the agent's clock. It returns
 // the run-close records it sealed; the node calls it periodically.
 func (a *Agent) CloseAbandoned(ctx context.Context) ([]*SealedRecord, error) {
-	reason := fmt.Sprintf("abandoned: no request of the run for %v", a.runs.timeout)
-	var out []*SealedRecord
-	var errs []error
-	for _, seq := range a.OpenRuns() {
-		rec, err := a.closeRun(ctx, seq, reason, true, "")
-		switch {
-		case err != nil && !errors.Is(err, ErrRunNotOpen):
-			errs = append(errs, err)
-		case rec != nil:
-			out = append(out, rec)
-		}
-	}
-	return out, errors.Join(errs...)
+	return a.closeOpenRuns(ctx, fmt.Sprintf("abandoned: no request of the run for %v", a.runs.timeout), true)
 }
 
 // CloseRuns closes every open run as incomplete with reason (the daemon
 // shutting down), after its requests in flight end.
 func (a *Agent) CloseRuns(ctx context.Context, reason string) ([]*SealedRecord, error) {
+	return a.closeOpenRuns(ctx, reason, false)
+}
+
+// closeOpenRuns passes each open run to closeRun with reason and
+// abandoned, gathering the records sealed; a run closed meanwhile by its
+// own request is no error.
+func (a *Agent) closeOpenRuns(ctx context.Context, reason string, abandoned bool) ([]*SealedRecord, error) {
 	var out []*SealedRecord
 	var errs []error
 	for _, seq := range a.OpenRuns() {
-		rec, err := a.closeRun(ctx, seq, reason, false, "")
+		rec, err := a.closeRun(ctx, seq, reason, abandoned, "")
 		switch {
 		case err != nil && !errors.Is(err, ErrRunNotOpen):
 			errs = append(errs, err)
