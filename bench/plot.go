@@ -722,25 +722,35 @@ func runTracePlot(name string, v *Verified) (*plot.Plot, error) {
 		}
 		n++
 	}
-	line, err := plotter.NewLine(xys)
-	if err != nil {
+	if err := powerLines(p, xys, vg.Points(1.5), b.Summary.IdleUW, xys[0].X, xys[len(xys)-1].X); err != nil {
 		return nil, err
 	}
-	line.LineStyle = draw.LineStyle{Color: seriesColors[0], Width: vg.Points(1.5)}
+	return p, nil
+}
+
+// powerLines draws a trace plot's live power, xys, as a line of width,
+// and the idle baseline, when the report has one, dashed from x0 to x1;
+// the legend goes on top, above the readings.
+func powerLines(p *plot.Plot, xys plotter.XYs, width vg.Length, idleUW *uint64, x0, x1 float64) error {
+	line, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	line.LineStyle = draw.LineStyle{Color: seriesColors[0], Width: width}
 	p.Add(line)
 	p.Legend.Add("live power (display data)", line)
-	if b.Summary.IdleUW != nil {
-		idle := float64(*b.Summary.IdleUW) / 1e6
-		il, err := plotter.NewLine(plotter.XYs{{X: xys[0].X, Y: idle}, {X: xys[len(xys)-1].X, Y: idle}})
+	if idleUW != nil {
+		idle := float64(*idleUW) / 1e6
+		il, err := plotter.NewLine(plotter.XYs{{X: x0, Y: idle}, {X: x1, Y: idle}})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		il.LineStyle = draw.LineStyle{Color: idleColour, Width: vg.Points(1.5), Dashes: []vg.Length{vg.Points(6), vg.Points(4)}}
 		p.Add(il)
 		p.Legend.Add("idle baseline", il)
 	}
 	p.Legend.Top = true
-	return p, nil
+	return nil
 }
 
 func tracePlot(name string, v *Verified) (*plot.Plot, error) {
@@ -824,22 +834,8 @@ func tracePlot(name string, v *Verified) (*plot.Plot, error) {
 	if err := rect(serveStart-winStart, winEnd-winStart, serveShade, "serve (x_serve_ns)"); err != nil {
 		return nil, err
 	}
-	line, err := plotter.NewLine(xys)
-	if err != nil {
+	if err := powerLines(p, xys, vg.Points(2), b.Summary.IdleUW, from-winStart, to-winStart); err != nil {
 		return nil, err
 	}
-	line.LineStyle = draw.LineStyle{Color: seriesColors[0], Width: vg.Points(2)}
-	p.Add(line)
-	p.Legend.Add("live power (display data)", line)
-	if b.Summary.IdleUW != nil {
-		il, err := plotter.NewLine(plotter.XYs{{X: from - winStart, Y: idle}, {X: to - winStart, Y: idle}})
-		if err != nil {
-			return nil, err
-		}
-		il.LineStyle = draw.LineStyle{Color: idleColour, Width: vg.Points(1.5), Dashes: []vg.Length{vg.Points(6), vg.Points(4)}}
-		p.Add(il)
-		p.Legend.Add("idle baseline", il)
-	}
-	p.Legend.Top = true
 	return p, nil
 }
