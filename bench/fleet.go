@@ -228,13 +228,8 @@ func VerifyFleet(data []byte, trust ed25519.PublicKey) (*VerifiedFleet, []Proble
 	if body.Kind != FleetKind {
 		add("kind", "%q, want %q", body.Kind, FleetKind)
 	}
-	v.Key, err = steward.ParsePublicKey(body.Operator)
-	if err != nil {
-		add("operator", "%v", err)
+	if v.Key, err = signerKey("operator", body.Operator, trust, add); err != nil {
 		return v, problems
-	}
-	if trust != nil && !trust.Equal(v.Key) {
-		add("operator", "the report is signed by %s, not by the trusted key %s", body.Operator, hex.EncodeToString(trust))
 	}
 
 	// Each board's segment: signatures, sequences, links, the anchor.
@@ -635,13 +630,7 @@ func keepMessage(subject string, data []byte, want map[string]bool, holder func(
 }
 
 // EncodeFleet is the report file: its canonical JSON and a newline.
-func EncodeFleet(r *FleetReport) ([]byte, error) {
-	c, err := canonicalJSON(r)
-	if err != nil {
-		return nil, err
-	}
-	return append(c, '\n'), nil
-}
+func EncodeFleet(r *FleetReport) ([]byte, error) { return encodeFile(r) }
 
 // DecodeFleet reads a fleet report strictly, as Decode a bench report.
 func DecodeFleet(data []byte) (*FleetReport, error) {

@@ -330,8 +330,12 @@ func sectionSHA256(v any) (string, error) {
 }
 
 // Encode is the report file: its canonical JSON and a newline.
-func Encode(r *Report) ([]byte, error) {
-	c, err := canonicalJSON(r)
+func Encode(r *Report) ([]byte, error) { return encodeFile(r) }
+
+// encodeFile is a report file of either kind: v's canonical JSON and a
+// newline.
+func encodeFile(v any) ([]byte, error) {
+	c, err := canonicalJSON(v)
 	if err != nil {
 		return nil, err
 	}

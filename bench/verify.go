@@ -148,13 +148,8 @@ func Verify(data []byte, trust ed25519.PublicKey) (*Verified, []Problem) {
 	if body.Format != Format {
 		add("format", "%q, want %q", body.Format, Format)
 	}
-	v.Key, err = steward.ParsePublicKey(body.Steward)
-	if err != nil {
-		add("steward", "%v", err)
+	if v.Key, err = signerKey("steward", body.Steward, trust, add); err != nil {
 		return v, problems
-	}
-	if trust != nil && !trust.Equal(v.Key) {
-		add("steward", "the report is signed by %s, not by the trusted key %s", body.Steward, hex.EncodeToString(trust))
 	}
 	if err := json.Unmarshal(body.Board, &v.Node); err != nil {
 		add("board", "not the run-open's board section: %v", err)
@@ -852,4 +847,19 @@ func show(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// signerKey parses id, a report's signing key, adding a problem at place
+// when it is no key or, with trust set, not the trusted one; only the
+// first stops the checks that need the key.
+func signerKey(place, id string, trust ed25519.PublicKey, add func(place, format string, a ...any)) (ed25519.PublicKey, error) {
+	key, err := steward.ParsePublicKey(id)
+	if err != nil {
+		add(place, "%v", err)
+		return nil, err
+	}
+	if trust != nil && !trust.Equal(key) {
+		add(place, "the report is signed by %s, not by the trusted key %s", id, hex.EncodeToString(trust))
+	}
+	return key, nil
 }
