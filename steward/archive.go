@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"meshd/steward/internal/framelog"
-	"meshd/wire"
 )
 
 // A disk budget (PROFILE.md §8) bounds the bytes a receipt log keeps in its
@@ -811,22 +810,8 @@ func verifyArchive(ctx context.Context, dir, archiveDir string, opt VerifyOption
 		return nil, err
 	}
 	c := newChain(opt.Trusted, opt.Workers, opt.Visit)
-	i, matched := 0, 0
-	found := opt.ExpectHead == nil
-	c.at = func(seq uint64, seg string, off, end int64, id wire.ContentID) error {
-		if !found && id == *opt.ExpectHead {
-			found = true
-		}
-		for i < len(cks) && cks[i].Count-1 == seq {
-			cp := cks[i]
-			if cp.HeadID != id || SegmentName(cp.Segment) != seg || int64(cp.HeadOffset) != off || int64(cp.End) != end {
-				return &DamageError{Sequence: seq, Segment: seg, Offset: off, Err: fmt.Errorf("%w %d (count %d) does not match the log", ErrCheckpoint, i, cp.Count)}
-			}
-			matched++
-			i++
-		}
-		return nil
-	}
+	pc := newPins(cks, opt)
+	c.at = pc.at
 	rep := &ScanReport{}
 	for k, s := range srcs {
 		name := SegmentName(s.first)
@@ -851,19 +836,10 @@ func verifyArchive(ctx context.Context, dir, archiveDir string, opt VerifyOption
 			rep.TornBytes, rep.TornAt, rep.TornSegment = t.Torn, t.End, name
 		}
 	}
-	if i < len(cks) {
-		return nil, &DamageError{Sequence: c.next, Segment: checkpointsName, Err: fmt.Errorf("checkpoint %d covers %d receipts but the log holds %d: truncated or rolled back", i, cks[i].Count, c.next)}
-	}
 	rep.Records, rep.Head, rep.Steward = c.next, c.head, c.key
-	rep.Verified, rep.Last, rep.Checkpoints = c.checked, c.last, matched
-	if len(cks) > 0 {
-		rep.Latest = cks[len(cks)-1]
-	}
-	if !found {
-		return nil, fmt.Errorf("%w: head %s is not in the chain (which ends at sequence %d, head %s)", ErrPinned, *opt.ExpectHead, rep.Records, rep.Head)
-	}
-	if rep.Records < opt.ExpectCount {
-		return nil, fmt.Errorf("%w: %d receipts, want at least %d", ErrPinned, rep.Records, opt.ExpectCount)
+	rep.Verified, rep.Last = c.checked, c.last
+	if err := pc.finish(rep, opt); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }

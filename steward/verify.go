@@ -87,52 +87,78 @@ func verifyLog(ctx context.Context, path string, opt VerifyOptions) (*ScanReport
 		return nil, fmt.Errorf("%s is neither a log directory nor a segment file (%s)", path, fi.Mode().Type())
 	}
 	c := newChain(trusted, opt.Workers, opt.Visit)
-	found := opt.ExpectHead == nil
+	pc := newPins(cks, opt)
 	if opt.Anchor != nil && opt.ExpectHead != nil && opt.Anchor.HeadID == *opt.ExpectHead {
-		found = true
+		pc.found = true
 	}
 	// Checkpoints before the anchor describe segments that may be archived.
-	i := 0
-	for i < len(cks) && opt.Anchor != nil && cks[i].Count <= opt.Anchor.Count {
-		i++
+	for pc.i < len(cks) && opt.Anchor != nil && cks[pc.i].Count <= opt.Anchor.Count {
+		pc.i++
 	}
-	matched := 0
-	c.at = func(seq uint64, seg string, off, end int64, id wire.ContentID) error {
-		if !found && id == *opt.ExpectHead {
-			found = true
-		}
-		for i < len(cks) && cks[i].Count-1 == seq {
-			cp := cks[i]
-			if cp.HeadID != id || SegmentName(cp.Segment) != seg || int64(cp.HeadOffset) != off || int64(cp.End) != end {
-				return &DamageError{Sequence: seq, Segment: seg, Offset: off, Err: fmt.Errorf("%w %d (count %d) does not match the log: it names %s in %s at %d..%d, the log has %s at %d..%d",
-					ErrCheckpoint, i, cp.Count, cp.HeadID, SegmentName(cp.Segment), cp.HeadOffset, cp.End, id, off, end)}
-			}
-			matched++
-			i++
-		}
-		return nil
-	}
+	c.at = pc.at
 	rep, _, _, err := walk(ctx, segs, opt.Anchor, c, false)
 	if err != nil {
 		return nil, err
 	}
-	if i < len(cks) {
-		return nil, &DamageError{Sequence: rep.Records, Segment: checkpointsName, Err: fmt.Errorf("checkpoint %d covers %d receipts but the log holds %d: truncated or rolled back", i, cks[i].Count, rep.Records)}
+	if err := pc.finish(rep, opt); err != nil {
+		return nil, err
 	}
-	rep.Checkpoints = matched
 	if fi.IsDir() && checkpointsMissing(path, rep.Records) != nil {
 		rep.CheckpointsMissing = true
 	}
-	if len(cks) > 0 {
-		rep.Latest = cks[len(cks)-1]
+	return rep, nil
+}
+
+// pins matches a chain, as it is scanned, against the log's signed
+// checkpoints and the head a verification expects: how a live log and
+// one verified with its archive are held to the same checks.
+type pins struct {
+	cks        []*SignedCheckpoint
+	i, matched int // the next checkpoint to meet, and how many have matched
+	found      bool
+	expect     *wire.ContentID
+}
+
+func newPins(cks []*SignedCheckpoint, opt VerifyOptions) *pins {
+	return &pins{cks: cks, found: opt.ExpectHead == nil, expect: opt.ExpectHead}
+}
+
+// at is the chain's visit of each record: the record of sequence seq,
+// content id id, in segment seg at off..end.
+func (p *pins) at(seq uint64, seg string, off, end int64, id wire.ContentID) error {
+	if !p.found && id == *p.expect {
+		p.found = true
 	}
-	if !found {
-		return nil, fmt.Errorf("%w: head %s is not in the chain (which ends at sequence %d, head %s)", ErrPinned, *opt.ExpectHead, rep.Records, rep.Head)
+	for p.i < len(p.cks) && p.cks[p.i].Count-1 == seq {
+		cp := p.cks[p.i]
+		if cp.HeadID != id || SegmentName(cp.Segment) != seg || int64(cp.HeadOffset) != off || int64(cp.End) != end {
+			return &DamageError{Sequence: seq, Segment: seg, Offset: off, Err: fmt.Errorf("%w %d (count %d) does not match the log: it names %s in %s at %d..%d, the log has %s at %d..%d",
+				ErrCheckpoint, p.i, cp.Count, cp.HeadID, SegmentName(cp.Segment), cp.HeadOffset, cp.End, id, off, end)}
+		}
+		p.matched++
+		p.i++
+	}
+	return nil
+}
+
+// finish checks, once the whole chain is scanned into rep, that no
+// checkpoint is left beyond its end, the expected head was met and the
+// log holds enough receipts; it fills rep's checkpoint fields.
+func (p *pins) finish(rep *ScanReport, opt VerifyOptions) error {
+	if p.i < len(p.cks) {
+		return &DamageError{Sequence: rep.Records, Segment: checkpointsName, Err: fmt.Errorf("checkpoint %d covers %d receipts but the log holds %d: truncated or rolled back", p.i, p.cks[p.i].Count, rep.Records)}
+	}
+	rep.Checkpoints = p.matched
+	if len(p.cks) > 0 {
+		rep.Latest = p.cks[len(p.cks)-1]
+	}
+	if !p.found {
+		return fmt.Errorf("%w: head %s is not in the chain (which ends at sequence %d, head %s)", ErrPinned, *opt.ExpectHead, rep.Records, rep.Head)
 	}
 	if rep.Records < opt.ExpectCount {
-		return nil, fmt.Errorf("%w: %d receipts, want at least %d", ErrPinned, rep.Records, opt.ExpectCount)
+		return fmt.Errorf("%w: %d receipts, want at least %d", ErrPinned, rep.Records, opt.ExpectCount)
 	}
-	return rep, nil
+	return nil
 }
 
 // ScanSegment verifies one segment read from r, whose first record has
