@@ -134,15 +134,7 @@ func startStack(t *testing.T, extra string) *testStack {
 // logged opens receipt seq from the node's own log.
 func (s *testStack) logged(t *testing.T, seq uint64) *steward.Opened {
 	t.Helper()
-	envs, err := s.n.Stores.Log.Range(context.Background(), seq, 1)
-	if err != nil || len(envs) != 1 {
-		t.Fatalf("receipt %d from the log: %v (%d)", seq, err, len(envs))
-	}
-	o, err := steward.OpenEnvelope(envs[0], s.n.Trusted())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
+	return apitest.Logged(t, s.n, seq)
 }
 
 // joined is problems one a line, for failure messages.
@@ -479,41 +471,6 @@ type hookProgress struct {
 
 func (h *hookProgress) Served(n int, _ Serve, _ *steward.Receipt) { h.onServed(n) }
 
-// alter changes the byte skip bytes after the first occurrence of marker
-// after the first occurrence of within.
-func alter(t *testing.T, data []byte, within, marker string, skip int) []byte {
-	return alterNth(t, data, within, marker, 0, skip)
-}
-
-// alterNth is alter at marker's n-th occurrence (from 0) after within.
-func alterNth(t *testing.T, data []byte, within, marker string, n, skip int) []byte {
-	t.Helper()
-	start := bytes.Index(data, []byte(within))
-	if start < 0 {
-		t.Fatalf("no %q in the report", within)
-	}
-	at := start
-	for k := 0; k <= n; k++ {
-		i := bytes.Index(data[at:], []byte(marker))
-		if i < 0 {
-			t.Fatalf("no %d-th %q after %q in the report", n, marker, within)
-		}
-		at += i
-		if k < n {
-			at += len(marker)
-		}
-	}
-	at += len(marker) + skip
-	out := bytes.Clone(data)
-	switch c := out[at]; {
-	case c >= '0' && c <= '8', c >= 'a' && c <= 'y', c >= 'A' && c <= 'Y':
-		out[at] = c + 1
-	default:
-		out[at] = 'a'
-	}
-	return out
-}
-
 func TestVerifyNamesTheAlteredPlace(t *testing.T) {
 	s := startStack(t, fmt.Sprintf(benchBackends, ""))
 	path, rep := runToFile(t, s, testWorkload(t, ""), false, nil)
@@ -529,18 +486,18 @@ func TestVerifyNamesTheAlteredPlace(t *testing.T) {
 		data  []byte
 		place string // the first problem must begin with it
 	}{
-		{"an envelope", alter(t, data, env3, env3[:40], 0), fmt.Sprintf("chain.envelopes[3] (receipt sequence %d)", seq3)},
-		{"an envelope's signature", alter(t, data, env3, env3[:len(env3)-8], 0), fmt.Sprintf("chain.envelopes[3] (receipt sequence %d)", seq3)},
-		{"a summary figure", alter(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 0), "summary cell 4×8 (summary.cells[0]) gross_uj_per_token.max"},
-		{"a summary figure in the third cell", alterNth(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 2, 0), "summary cell 16×8 (summary.cells[2]) gross_uj_per_token.max"},
-		{"a median's confidence interval", alter(t, data, `"summary":{`, `"gross_median_ci":{"confidence_ppm":`, 0), "summary cell 4×8 (summary.cells[0]) gross_median_ci.confidence_ppm"},
-		{"a time to first token", alter(t, data, `"summary":{`, `"ttft_ms":{"iqr":`, 0), "summary cell 4×8 (summary.cells[0]) ttft_ms.iqr"},
-		{"the board section", alter(t, data, `"board":{`, `"cpu_model":"`, 1), "board: is not what the steward sealed at run open"},
-		{"the workload", alter(t, data, `"workload":{`, `"name":"`, 1), "run.open (receipt sequence 0): binds workload SHA-256"},
-		{"the trace note", alter(t, data, `"trace":{`, `"note":"`, 2), "trace: its SHA-256 is"},
-		{"a serve's sequence", alter(t, data, `"serves":[`, `"sequence":`, 0), "serves[0] (serve 0, 4×8 warm-up 0)"},
-		{"the checkpoint", alter(t, data, `"checkpoint":"`, "", 30), "chain.checkpoint:"},
-		{"the JSON", alter(t, data, `"format":`, "", 0), "file: not a bench report at byte"},
+		{"an envelope", apitest.Alter(t, data, env3, env3[:40], 0), fmt.Sprintf("chain.envelopes[3] (receipt sequence %d)", seq3)},
+		{"an envelope's signature", apitest.Alter(t, data, env3, env3[:len(env3)-8], 0), fmt.Sprintf("chain.envelopes[3] (receipt sequence %d)", seq3)},
+		{"a summary figure", apitest.Alter(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 0), "summary cell 4×8 (summary.cells[0]) gross_uj_per_token.max"},
+		{"a summary figure in the third cell", apitest.AlterNth(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":0,"max":`, 2, 0), "summary cell 16×8 (summary.cells[2]) gross_uj_per_token.max"},
+		{"a median's confidence interval", apitest.Alter(t, data, `"summary":{`, `"gross_median_ci":{"confidence_ppm":`, 0), "summary cell 4×8 (summary.cells[0]) gross_median_ci.confidence_ppm"},
+		{"a time to first token", apitest.Alter(t, data, `"summary":{`, `"ttft_ms":{"iqr":`, 0), "summary cell 4×8 (summary.cells[0]) ttft_ms.iqr"},
+		{"the board section", apitest.Alter(t, data, `"board":{`, `"cpu_model":"`, 1), "board: is not what the steward sealed at run open"},
+		{"the workload", apitest.Alter(t, data, `"workload":{`, `"name":"`, 1), "run.open (receipt sequence 0): binds workload SHA-256"},
+		{"the trace note", apitest.Alter(t, data, `"trace":{`, `"note":"`, 2), "trace: its SHA-256 is"},
+		{"a serve's sequence", apitest.Alter(t, data, `"serves":[`, `"sequence":`, 0), "serves[0] (serve 0, 4×8 warm-up 0)"},
+		{"the checkpoint", apitest.Alter(t, data, `"checkpoint":"`, "", 30), "chain.checkpoint:"},
+		{"the JSON", apitest.Alter(t, data, `"format":`, "", 0), "file: not a bench report at byte"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if bytes.Equal(tc.data, data) {

@@ -253,15 +253,7 @@ func TestOllamaMeshFields(t *testing.T) {
 
 func openSeq(t *testing.T, n *node.Node, seq uint64) *steward.Opened {
 	t.Helper()
-	envs, err := n.Stores.Log.Range(context.Background(), seq, 1)
-	if err != nil || len(envs) != 1 {
-		t.Fatalf("receipt %d: %v", seq, err)
-	}
-	o, err := steward.OpenEnvelope(envs[0], n.Trusted())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
+	return apitest.Logged(t, n, seq)
 }
 
 func TestOllamaModels(t *testing.T) {

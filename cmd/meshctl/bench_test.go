@@ -5,7 +5,6 @@ package main
 // tested in package meshd/bench.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"meshd/agent/api/apitest"
 	"meshd/agent/api/client"
 	"meshd/bench"
 	"meshd/cmd/internal/cli"
@@ -79,41 +79,6 @@ func benchReportFile(t *testing.T, s *testStack, dir string) (string, *bench.Rep
 	return path, rep
 }
 
-// alter changes the byte skip bytes after the first occurrence of marker
-// after the first occurrence of within.
-func alter(t *testing.T, data []byte, within, marker string, skip int) []byte {
-	return alterNth(t, data, within, marker, 0, skip)
-}
-
-// alterNth is alter at marker's n-th occurrence (from 0) after within.
-func alterNth(t *testing.T, data []byte, within, marker string, n, skip int) []byte {
-	t.Helper()
-	start := bytes.Index(data, []byte(within))
-	if start < 0 {
-		t.Fatalf("no %q in the report", within)
-	}
-	at := start
-	for k := 0; k <= n; k++ {
-		i := bytes.Index(data[at:], []byte(marker))
-		if i < 0 {
-			t.Fatalf("no %d-th %q after %q in the report", n, marker, within)
-		}
-		at += i
-		if k < n {
-			at += len(marker)
-		}
-	}
-	at += len(marker) + skip
-	out := bytes.Clone(data)
-	switch c := out[at]; {
-	case c >= '0' && c <= '8', c >= 'a' && c <= 'y', c >= 'A' && c <= 'Y':
-		out[at] = c + 1
-	default:
-		out[at] = 'a'
-	}
-	return out
-}
-
 // TestBenchVerifyCommand checks what bench verify prints and its exit
 // status: 0 and OK for a report that verifies (under the key it names or
 // a pinned one), 1 and every problem for one that does not.
@@ -139,7 +104,7 @@ func TestBenchVerifyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := filepath.Join(t.TempDir(), "altered.json")
-	os.WriteFile(f, alter(t, data, `"board":{`, `"cpu_model":"`, 1), 0o644)
+	os.WriteFile(f, apitest.Alter(t, data, `"board":{`, `"cpu_model":"`, 1), 0o644)
 	out, _, err = meshctl(context.Background(), "bench", "verify", f)
 	var ee *cli.ExitError
 	if err == nil || !strings.Contains(out, "FAILED") || !strings.Contains(out, "\n  board: the section was altered") || !errors.As(err, &ee) || ee.Code != exitDamaged {
@@ -169,7 +134,7 @@ func TestBenchCompareCommand(t *testing.T) {
 	// A report that does not verify is not compared.
 	data, _ := os.ReadFile(a)
 	bad := filepath.Join(t.TempDir(), "bad.json")
-	os.WriteFile(bad, alter(t, data, `"board":`, `"cpu_model":"`, 1), 0o644)
+	os.WriteFile(bad, apitest.Alter(t, data, `"board":`, `"cpu_model":"`, 1), 0o644)
 	var ee *cli.ExitError
 	if _, _, err := meshctl(context.Background(), "bench", "compare", a, bad); err == nil || !strings.Contains(err.Error(), "does not verify") || !errors.As(err, &ee) || ee.Code != exitDamaged {
 		t.Fatalf("compare took an altered report: %v", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"meshd/agent/api"
+	"meshd/agent/api/apitest"
 	"meshd/agent/fleet"
 	"meshd/bench"
 	"meshd/cmd/internal/cli"
@@ -285,14 +286,14 @@ func TestFleetReportVerifyNamesTheAlteredPlace(t *testing.T) {
 		data  []byte
 		place string
 	}{
-		{"an envelope", alter(t, data, env2, env2[:40], 0), board1 + " chain.envelopes[2] (receipt sequence 2)"},
-		{"a checkpoint", alter(t, data, rep.Body.Boards[bi].Chain.Checkpoint, "", 30), board1 + " chain.checkpoint:"},
-		{"a summary figure", alter(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":`, 0), "summary cell " + bench.ShortID(rep.Body.Summary.Cells[0].Steward)},
-		{"the problems", alter(t, data, `"problems":["`, `"problems":["`, 3), "problems: the section was altered"},
-		{"the status", alter(t, data, `"status":{`, `"harness":"`, 1), "status: the section was altered"},
-		{"the signature", alter(t, data, `"attestation":"`, "", 100), "attestation: the signature does not verify"},
+		{"an envelope", apitest.Alter(t, data, env2, env2[:40], 0), board1 + " chain.envelopes[2] (receipt sequence 2)"},
+		{"a checkpoint", apitest.Alter(t, data, rep.Body.Boards[bi].Chain.Checkpoint, "", 30), board1 + " chain.checkpoint:"},
+		{"a summary figure", apitest.Alter(t, data, `"summary":{`, `"gross_uj_per_token":{"iqr":`, 0), "summary cell " + bench.ShortID(rep.Body.Summary.Cells[0].Steward)},
+		{"the problems", apitest.Alter(t, data, `"problems":["`, `"problems":["`, 3), "problems: the section was altered"},
+		{"the status", apitest.Alter(t, data, `"status":{`, `"harness":"`, 1), "status: the section was altered"},
+		{"the signature", apitest.Alter(t, data, `"attestation":"`, "", 100), "attestation: the signature does not verify"},
 		{"the purpose", wrongPurpose, "attestation: signed for \"meshd-bench-report/v1\""},
-		{"the JSON", alter(t, data, `"kind":`, "", 0), "file: not a fleet report at byte"},
+		{"the JSON", apitest.Alter(t, data, `"kind":`, "", 0), "file: not a fleet report at byte"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if bytes.Equal(tc.data, data) {

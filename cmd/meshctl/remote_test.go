@@ -79,15 +79,7 @@ func (s *testStack) seal(t *testing.T, k int) {
 // logged opens receipt seq from the node's own log.
 func (s *testStack) logged(t *testing.T, seq uint64) *steward.Opened {
 	t.Helper()
-	envs, err := s.n.Stores.Log.Range(context.Background(), seq, 1)
-	if err != nil || len(envs) != 1 {
-		t.Fatalf("receipt %d from the log: %v (%d)", seq, err, len(envs))
-	}
-	o, err := steward.OpenEnvelope(envs[0], s.n.Trusted())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
+	return apitest.Logged(t, s.n, seq)
 }
 
 // meshctl runs one meshctl command line.

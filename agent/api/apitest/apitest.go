@@ -5,6 +5,7 @@
 package apitest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"meshd/agent/api"
 	"meshd/agent/config"
 	"meshd/agent/node"
+	"meshd/steward"
 )
 
 // RefBackends are two reference engines: no model files, deterministic
@@ -90,4 +92,55 @@ func Start(t testing.TB, cfg string, opts node.Options) *Stack {
 		}
 	})
 	return &Stack{Node: n, API: a, Server: hs, URL: hs.URL, Addr: hs.Listener.Addr().String(), Dir: dir}
+}
+
+// Logged opens receipt seq from n's own log, under n's key.
+func Logged(t testing.TB, n *node.Node, seq uint64) *steward.Opened {
+	t.Helper()
+	envs, err := n.Stores.Log.Range(context.Background(), seq, 1)
+	if err != nil || len(envs) != 1 {
+		t.Fatalf("receipt %d from the log: %v (%d)", seq, err, len(envs))
+	}
+	o, err := steward.OpenEnvelope(envs[0], n.Trusted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// Alter changes the byte skip bytes after the first occurrence of marker
+// after the first occurrence of within in data (a report, say), so that a
+// test can say which place a verifier must name.
+func Alter(t testing.TB, data []byte, within, marker string, skip int) []byte {
+	t.Helper()
+	return AlterNth(t, data, within, marker, 0, skip)
+}
+
+// AlterNth is Alter at marker's n-th occurrence (from 0) after within.
+func AlterNth(t testing.TB, data []byte, within, marker string, n, skip int) []byte {
+	t.Helper()
+	start := bytes.Index(data, []byte(within))
+	if start < 0 {
+		t.Fatalf("no %q in the report", within)
+	}
+	at := start
+	for k := 0; k <= n; k++ {
+		i := bytes.Index(data[at:], []byte(marker))
+		if i < 0 {
+			t.Fatalf("no %d-th %q after %q in the report", n, marker, within)
+		}
+		at += i
+		if k < n {
+			at += len(marker)
+		}
+	}
+	at += len(marker) + skip
+	out := bytes.Clone(data)
+	switch c := out[at]; {
+	case c >= '0' && c <= '8', c >= 'a' && c <= 'y', c >= 'A' && c <= 'Y':
+		out[at] = c + 1
+	default:
+		out[at] = 'a'
+	}
+	return out
 }
