@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"meshd/agent/api"
 	"meshd/agent/api/apitest"
 	"meshd/agent/api/client"
 	"meshd/agent/config"
@@ -156,35 +155,17 @@ func verifyFile(t *testing.T, path string, trust ed25519.PublicKey) (*Verified, 
 	return Verify(data, trust)
 }
 
-// startBenchStack is startStack with the node's context kept for the
-// test's life: the meters sample under it, and startStack's ends when it
-// returns (fine for unmetered stacks, not for a metered one).
+// startBenchStack is startStack over apitest.StartBare: the node's
+// context kept for the test's life (the meters sample under it), and no
+// API metrics or live stream besides the serve path.
 func startBenchStack(t testing.TB, extra string, opts ...node.Options) *testStack {
 	t.Helper()
-	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n%s", filepath.Join(dir, "state"), extra)), "bench_test.toml")
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
 	var o node.Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	n, err := node.Open(ctx, cfg, o)
-	if err != nil {
-		cancel()
-		t.Fatalf("opening the node: %v", err)
-	}
-	srv := httptest.NewServer(api.New(n, api.Options{}))
-	t.Cleanup(func() {
-		srv.Close()
-		if err := n.Close(context.Background()); err != nil {
-			t.Errorf("closing the node: %v", err)
-		}
-		cancel()
-	})
-	return &testStack{n: n, srv: srv, addr: srv.Listener.Addr().String()}
+	st := apitest.StartBare(t, extra, o)
+	return &testStack{n: st.Node, srv: st.Server, addr: st.Addr}
 }
 
 // testWorkload is a small workload on ref-bench.

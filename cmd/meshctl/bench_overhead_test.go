@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -13,43 +12,23 @@ import (
 	"testing"
 	"time"
 
-	"meshd/agent/api"
+	"meshd/agent/api/apitest"
 	"meshd/agent/api/client"
-	"meshd/agent/config"
 	"meshd/agent/node"
 	"meshd/bench"
 )
 
+// startBenchStack is startStack over apitest.StartBare: no API metrics
+// or live stream besides the serve path whose overhead is measured.
+func startBenchStack(t testing.TB, extra string) *testStack {
+	t.Helper()
+	st := apitest.StartBare(t, extra, node.Options{})
+	return &testStack{n: st.Node, srv: st.Server, addr: st.Addr}
+}
+
 // overheadBackend is a reference engine heavy enough (20 000 BLAKE3
 // rounds a token, a few ms) that a serve costs CPU as inference does,
 // rather than HTTP round trips costing all of it.
-// startBenchStack is startStack with the node's context kept for the
-// test's life: the meters sample under it, and startStack's ends when it
-// returns (fine for unmetered stacks, not for a metered one).
-func startBenchStack(t testing.TB, extra string) *testStack {
-	t.Helper()
-	dir := t.TempDir()
-	cfg, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n%s", filepath.Join(dir, "state"), extra)), "bench_test.toml")
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n, err := node.Open(ctx, cfg, node.Options{})
-	if err != nil {
-		cancel()
-		t.Fatalf("opening the node: %v", err)
-	}
-	srv := httptest.NewServer(api.New(n, api.Options{}))
-	t.Cleanup(func() {
-		srv.Close()
-		if err := n.Close(context.Background()); err != nil {
-			t.Errorf("closing the node: %v", err)
-		}
-		cancel()
-	})
-	return &testStack{n: n, srv: srv, addr: srv.Listener.Addr().String()}
-}
-
 const overheadBackend = `
 [[backend]]
 name = "ref-heavy"

@@ -144,3 +144,32 @@ func AlterNth(t testing.TB, data []byte, within, marker string, n, skip int) []b
 	}
 	return out
 }
+
+// StartBare is Start without the API's metrics and live stream: a node
+// and a bare API, as a measurement of the serve path alone wants them.
+// The node's context lasts until the test's cleanup has closed it, so
+// meters sampling under it run for the test's life.
+func StartBare(t testing.TB, cfg string, opts node.Options) *Stack {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := config.Parse([]byte(fmt.Sprintf("[steward]\nstate_dir = %q\n%s", filepath.Join(dir, "state"), cfg)), "apitest.toml")
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := node.Open(ctx, c, opts)
+	if err != nil {
+		cancel()
+		t.Fatalf("opening the node: %v", err)
+	}
+	a := api.New(n, api.Options{})
+	hs := httptest.NewServer(a)
+	t.Cleanup(func() {
+		hs.Close()
+		if err := n.Close(context.Background()); err != nil {
+			t.Errorf("closing the node: %v", err)
+		}
+		cancel()
+	})
+	return &Stack{Node: n, API: a, Server: hs, URL: hs.URL, Addr: hs.Listener.Addr().String(), Dir: dir}
+}
