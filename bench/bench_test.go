@@ -719,8 +719,11 @@ func TestPlotsAndCSV(t *testing.T) {
 		{filepath.Join(estDir, "uj_per_token_by_board.png"), seriesColors[3], 40},
 		{filepath.Join(estDir, "uj_per_token_by_output.png"), seriesColors[0], 300},
 		{filepath.Join(estDir, "uj_per_token_by_output.png"), seriesColors[1], 300},
-		// The power line and the shaded window.
-		{filepath.Join(metDir, "power_trace_report.png"), seriesColors[0], 300},
+		// The power line and the shaded window. The line's length follows
+		// the trace's timing (how far its samples spread across the axis,
+		// how much the windows' shading covers): 150 pixels is a line
+		// across the plot, several times the legend's swatch alone.
+		{filepath.Join(metDir, "power_trace_report.png"), seriesColors[0], 150},
 		{filepath.Join(metDir, "power_trace_report.png"), windowShade, 1000},
 		{filepath.Join(metDir, "power_trace_report.png"), idleColour, 100},
 	} {
