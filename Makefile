@@ -145,3 +145,21 @@ install-data:
 # apt-get install systemd).
 check-systemd:
 	GO=$(GO) ./scripts/check-systemd.sh
+
+# Reproducible release into $(DIST): static binaries (CGO_ENABLED=0) for
+# linux amd64, arm64, armhf (GOARM=7) and riscv64 as tarballs, a .deb per
+# architecture (dpkg-deb), CycloneDX SBOMs and SHA256SUMS; prints the build
+# time and every file's size. No network. ARCHES=amd64 builds one.
+DIST   ?= dist
+ARCHES ?= amd64 arm64 armhf riscv64
+.PHONY: release check-release
+release:
+	GO=$(GO) DIST=$(DIST) ARCHES="$(ARCHES)" ./scripts/release.sh
+
+# make release twice into two scratch directories and compare every byte;
+# check each .deb's Architecture, contents and conffile and SHA256SUMS;
+# lintian on the amd64 package; with CHECK_RELEASE_INSTALL=1 (CI, as root)
+# also install it with dpkg, systemd-analyze verify the installed unit,
+# remove and purge it.
+check-release:
+	GO=$(GO) ARCHES="$(ARCHES)" ./scripts/check-release.sh

@@ -59,7 +59,7 @@ func TarGz(w io.Writer, root, prefix string, mtime time.Time) error {
 	// full names makes the order independent of that detail.
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 
-	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 	if err != nil {
 		return err
 	}
