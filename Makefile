@@ -84,10 +84,19 @@ clean:
 	rm -rf $(BIN)
 
 # Cross-compile the runner's kernels and gguf tests for arm64 and run them
-# under qemu-aarch64 (Debian: apt-get install qemu-user) when present.
-.PHONY: test-arm64
+# under qemu-aarch64 (Debian: apt-get install qemu-user) when present, then
+# the steward, wire and rag tests the same way (scripts/test-qemu.sh).
+# QEMU_REQUIRED=1 makes a missing qemu a failure instead of a notice.
+QEMU_PKGS ?= ./steward ./wire ./rag
+.PHONY: test-arm64 test-armv7
 test-arm64:
 	GO=$(GO) ./scripts/test-arm64.sh
+	GO=$(GO) ./scripts/test-qemu.sh arm64 $(QEMU_PKGS)
+
+# The same packages and the kernels' portable Go path on 32-bit ARM
+# (GOARCH=arm GOARM=7, armhf) under qemu-arm.
+test-armv7:
+	GO=$(GO) ./scripts/test-qemu.sh arm/7 $(QEMU_PKGS) ./engine/runner/kernels
 
 # Install the binaries and everything systemd needs (systemd/README.md):
 #   make install DESTDIR=/tmp/root PREFIX=/usr

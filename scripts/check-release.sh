@@ -79,9 +79,10 @@ if [ "${CHECK_RELEASE_INSTALL:-0}" = 1 ] && [ -n "$amd" ]; then
 	if dpkg-query -W -f '${Status}' meshd 2>/dev/null | grep -q 'installed'; then
 		fail "a meshd package is already installed here; not touching it"
 	fi
-	state_existed=no user_existed=no
+	state_existed=no user_existed=no i2c_existed=no
 	[ -e /var/lib/meshd ] && state_existed=yes
 	getent passwd meshd >/dev/null && user_existed=yes
+	getent group i2c >/dev/null && i2c_existed=yes
 	echo "check-release: dpkg -i $(basename "$amd")"
 	$SUDO dpkg -i "$amd"
 	getent passwd meshd >/dev/null || fail "postinst did not create user meshd"
@@ -107,9 +108,11 @@ if [ "${CHECK_RELEASE_INSTALL:-0}" = 1 ] && [ -n "$amd" ]; then
 	dpkg-query -W meshd >/dev/null 2>&1 && fail "meshd still known to dpkg after purge"
 	$SUDO rm -f /var/lib/meshd/check-release-receipt
 	[ "$state_existed" = yes ] || $SUDO rmdir /var/lib/meshd
-	# The package leaves user meshd (it owns the kept state); this machine
-	# only tried the package, so it goes, unless it was here before.
+	# The package leaves user meshd (it owns the kept state) and the i2c
+	# group it may have made; this machine only tried the package, so what
+	# was not here before goes.
 	[ "$user_existed" = yes ] || $SUDO userdel meshd
+	[ "$i2c_existed" = yes ] || $SUDO groupdel i2c
 	echo "check-release: installed, verified, removed (state kept), purged (state kept)"
 fi
 echo "check-release: ok"
