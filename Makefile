@@ -93,10 +93,19 @@ clean:
 	rm -rf $(BIN)
 
 # Cross-compile the runner's kernels and gguf tests for arm64 and run them
-# under qemu-aarch64 (Debian: apt-get install qemu-user) when present.
-.PHONY: test-arm64
+# under qemu-aarch64 (Debian: apt-get install qemu-user) when present, then
+# the steward, wire and rag tests the same way (scripts/test-qemu.sh).
+# QEMU_REQUIRED=1 makes a missing qemu a failure instead of a notice.
+QEMU_PKGS ?= ./steward ./wire ./rag
+.PHONY: test-arm64 test-armv7
 test-arm64:
 	GO=$(GO) ./scripts/test-arm64.sh
+	GO=$(GO) ./scripts/test-qemu.sh arm64 $(QEMU_PKGS)
+
+# The same packages and the kernels' portable Go path on 32-bit ARM
+# (GOARCH=arm GOARM=7, armhf) under qemu-arm.
+test-armv7:
+	GO=$(GO) ./scripts/test-qemu.sh arm/7 $(QEMU_PKGS) ./engine/runner/kernels
 
 # Install the binaries and everything systemd needs (systemd/README.md):
 #   sudo make install                    (a source install: /usr/local/bin)
@@ -172,3 +181,21 @@ uninstall:
 # apt-get install systemd).
 check-systemd:
 	GO=$(GO) ./scripts/check-systemd.sh
+
+# Reproducible release into $(DIST): static binaries (CGO_ENABLED=0) for
+# linux amd64, arm64, armhf (GOARM=7) and riscv64 as tarballs, a .deb per
+# architecture (dpkg-deb), CycloneDX SBOMs and SHA256SUMS; prints the build
+# time and every file's size. No network. ARCHES=amd64 builds one.
+DIST   ?= dist
+ARCHES ?= amd64 arm64 armhf riscv64
+.PHONY: release check-release
+release:
+	GO=$(GO) DIST=$(DIST) ARCHES="$(ARCHES)" ./scripts/release.sh
+
+# make release twice into two scratch directories and compare every byte;
+# check each .deb's Architecture, contents and conffile and SHA256SUMS;
+# lintian on the amd64 package; with CHECK_RELEASE_INSTALL=1 (CI, as root)
+# also install it with dpkg, systemd-analyze verify the installed unit,
+# remove and purge it.
+check-release:
+	GO=$(GO) ARCHES="$(ARCHES)" ./scripts/check-release.sh

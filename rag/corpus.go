@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -93,7 +94,7 @@ func (d Description) Validate() error {
 	if !utf8.ValidString(d.Model) {
 		return malformedDescription("model is not valid UTF-8")
 	}
-	if d.Dim <= 0 || d.Dim > maxExactInteger {
+	if d.Dim <= 0 || int64(d.Dim) > maxExactInteger {
 		return malformedDescription("dim %d is not from 1 to 2^53", d.Dim)
 	}
 	for i, r := range d.Repos {
@@ -253,13 +254,24 @@ func integerField(v any, form wireForm) (int, error) {
 		if err != nil || n > maxExactInteger || n < -maxExactInteger {
 			return 0, fmt.Errorf("%s is not an integer from -2^53 to 2^53", x)
 		}
+		// On a 32-bit platform int is narrower than 2^53: refuse rather
+		// than truncate.
+		if n > math.MaxInt || n < math.MinInt {
+			return 0, fmt.Errorf("%s is past this platform's int", x)
+		}
 		return int(n), nil
 	case uint64:
 		if x > maxExactInteger {
 			return 0, fmt.Errorf("%d is past 2^53", x)
 		}
+		if x > math.MaxInt {
+			return 0, fmt.Errorf("%d is past this platform's int", x)
+		}
 		return int(x), nil
 	case int64:
+		if x > math.MaxInt || x < math.MinInt {
+			return 0, fmt.Errorf("%d is past this platform's int", x)
+		}
 		return int(x), nil // negative: Validate refuses it
 	}
 	return 0, fmt.Errorf("missing or not an integer")

@@ -29,6 +29,10 @@ for q in qemu-aarch64 qemu-aarch64-static; do
 	fi
 done
 if [ -z "$QEMU" ]; then
+	if [ "${QEMU_REQUIRED:-0}" = 1 ]; then
+		echo "test-arm64: FAIL: no qemu-aarch64 found (install qemu-user) and QEMU_REQUIRED=1" >&2
+		exit 1
+	fi
 	echo "test-arm64: no qemu-aarch64 found (install qemu-user): compiled and vetted, NOT run"
 	exit 0
 fi

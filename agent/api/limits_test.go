@@ -36,14 +36,14 @@ func TestOverLimitRefusals(t *testing.T) {
 		param, msg string
 	}{
 		// ref-tiny states 4096 (the reference default), ref-mid 64.
-		{"serve, max_tokens 2^31", "/v1/serve", map[string]any{"prompt": "p", "max_tokens": 1 << 31}, "max_tokens",
+		{"serve, max_tokens 2^31", "/v1/serve", map[string]any{"prompt": "p", "max_tokens": int64(1 << 31)}, "max_tokens",
 			"max_tokens 2147483648 is over the largest of 2 backends at F0 or above (ref-tiny)'s cap of 4096"},
-		{"serve, max_tokens 2^32-1", "/v1/serve", map[string]any{"prompt": "p", "max_tokens": 1<<32 - 1}, "max_tokens", "cap of 4096"},
+		{"serve, max_tokens 2^32-1", "/v1/serve", map[string]any{"prompt": "p", "max_tokens": int64(1<<32 - 1)}, "max_tokens", "cap of 4096"},
 		{"serve, ceiling 2^64-1", "/v1/serve", map[string]any{"prompt": "p", "joule_ceiling_uj": uint64(1<<64 - 1)}, "joule_ceiling_uj",
 			"joule_ceiling_uj 18446744073709551615 is over this node's cap of 5000000000"},
 		{"completions", "/v1/completions", map[string]any{"prompt": "p", "max_tokens": 5000}, "max_tokens", "cap of 4096"},
 		{"chat, max_completion_tokens", "/v1/chat/completions", map[string]any{"messages": chat, "max_completion_tokens": 5000}, "max_completion_tokens", "cap of 4096"},
-		{"chat streamed, ceiling", "/v1/chat/completions", map[string]any{"messages": chat, "stream": true, "joule_ceiling_uj": 5000000001}, "joule_ceiling_uj", "cap of 5000000000"},
+		{"chat streamed, ceiling", "/v1/chat/completions", map[string]any{"messages": chat, "stream": true, "joule_ceiling_uj": int64(5000000001)}, "joule_ceiling_uj", "cap of 5000000000"},
 		{"floor leaves only the short backend", "/v1/serve", map[string]any{"prompt": "p", "max_tokens": 65, "fidelity_floor": 3}, "max_tokens",
 			"over backend ref-mid's cap of 64"},
 	} {

@@ -34,7 +34,7 @@ type meshFields struct {
 func (s *Server) request(w http.ResponseWriter, f meshFields, prompt []byte, maxTokens *uint32) (wire.ServeRequest, []byte, bool) {
 	req := wire.ServeRequest{
 		PromptHash:     wire.ContentOf(prompt),
-		PromptTokens:   uint32(min(len(prompt)+1, 1<<31)),
+		PromptTokens:   uint32(min(uint64(len(prompt))+1, 1<<31)),
 		MaxTokens:      s.opts.Defaults.MaxTokens,
 		FidelityFloor:  s.opts.Defaults.FidelityFloor,
 		JouleCeilingUJ: s.opts.Defaults.JouleCeilingUJ,
