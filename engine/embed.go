@@ -61,7 +61,7 @@ func ParseEmbedInput(prompt []byte) ([]string, error) {
 // JSON array of arrays, in the texts' order; tokens_in is what the engine
 // read, and tokens_out (all accepted) the vectors delivered, one per text.
 func EmbedResult(vecs [][]float32, tokensIn int) (Result, error) {
-	if tokensIn < 0 || tokensIn > math.MaxUint32 {
+	if tokensIn < 0 || uint64(tokensIn) > math.MaxUint32 {
 		return Result{}, fmt.Errorf("embedding: %d tokens read is out of range", tokensIn)
 	}
 	out, err := json.Marshal(vecs)

@@ -30,9 +30,9 @@ type fakeGPU struct {
 
 // handleBase keeps fake handles away from small integers, so that an
 // index passed where a handle belongs is caught.
-const handleBase = 0x7f0000001000
+const handleBase = 0x7f001000 // fits a 32-bit uintptr too
 
-func handleOf(i int) gpu.Device { return gpu.Device(handleBase + 0x100*i) }
+func handleOf(i int) gpu.Device { return gpu.Device(uintptr(handleBase) + uintptr(0x100*i)) }
 
 func (l *fakeLib) Init() gpu.Return {
 	l.inits++
