@@ -78,6 +78,18 @@ func (l *Log) fail(err error) {
 	l.mu.Unlock()
 }
 
+// failWriter is fail for an error that w's Sync returned: it fails the
+// log only while w is still failed. Once a heal has cut w back (a new
+// epoch) the error is stale, and failing the log again would send the next
+// heal hunting for a failure that is gone.
+func (l *Log) failWriter(w *framelog.Writer, err error) {
+	l.mu.Lock()
+	if w.Err() != nil {
+		l.failLocked(err)
+	}
+	l.mu.Unlock()
+}
+
 func (l *Log) failLocked(err error) {
 	if err == nil || !errors.Is(err, ErrStorage) || l.err != nil {
 		return
@@ -121,22 +133,26 @@ func (l *Log) Storage() error {
 // below the cut.
 func (l *Log) healLocked() error {
 	cause := l.err
-	if l.w.Err() != nil {
+	// The writer is asked whether it failed only once it has cut (or tried
+	// to): Recover first waits out any flush in flight, so a flush whose
+	// write or fsync fails after this heal began, and whose frames Recover
+	// then cuts off, still rolls the head back. (Asking before Recover lets
+	// that flush fail unseen: the file is cut while the head keeps the cut
+	// records, and the next append is built against a head that is gone,
+	// its frame written straight after the cut with a later sequence.)
+	cut, rerr := l.w.Recover()
+	if cut || l.w.Err() != nil {
 		// The segment's writer failed: every frame past its last durable
-		// one is lost with it, whether or not the cut below succeeds now.
+		// one is lost with it, whether or not the cut succeeded. Synced is
+		// settled here: after a cut nothing of the new epoch is enqueued
+		// yet (mu is held), and a failed writer flushes nothing more.
+		// Frames written but not synced lie past it and roll back too.
 		// (When only the checkpoints file or a rotation failed, the records
 		// in flight are becoming durable and stay.)
-		l.trimPendingLocked(l.w.Synced())
-		l.pend = l.pend[:0] // what is left ended past the durable end
-		st := l.base
-		l.next, l.head, l.headSeg, l.headOff, l.headEnd, l.headEp = st.next, st.head, st.seg, st.off, st.end, st.epoch
-		if !st.steward {
-			l.steward = nil
-		}
-		l.index.cut(l.next)
+		l.rollBackLocked(l.w.Synced())
 	}
-	if _, err := l.w.Recover(); err != nil {
-		return fmt.Errorf("receipt log: heal: %w (failed first by: %v)", err, cause)
+	if rerr != nil {
+		return fmt.Errorf("receipt log: heal: %w (failed first by: %v)", rerr, cause)
 	}
 	if _, err := l.ck.Recover(); err != nil {
 		return fmt.Errorf("receipt log: heal checkpoints: %w (failed first by: %v)", err, cause)
@@ -147,6 +163,19 @@ func (l *Log) healLocked() error {
 	l.err = nil
 	l.down.Store(false)
 	return nil
+}
+
+// rollBackLocked sets the head back to the last record that ends at or
+// below synced, the writer's durable end.
+func (l *Log) rollBackLocked(synced int64) {
+	l.trimPendingLocked(synced)
+	l.pend = l.pend[:0] // what is left ended past the durable end
+	st := l.base
+	l.next, l.head, l.headSeg, l.headOff, l.headEnd, l.headEp = st.next, st.head, st.seg, st.off, st.end, st.epoch
+	if !st.steward {
+		l.steward = nil
+	}
+	l.index.cut(l.next)
 }
 
 // probe writes probeBytes to a scratch file beside the segments, fsyncs

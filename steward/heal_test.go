@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"meshd/steward/internal/framelog"
 	"meshd/wire"
@@ -226,4 +227,78 @@ func TestLogHealsUnderConcurrentSealers(t *testing.T) {
 		t.Fatalf("verify: %v; %d in the log, %d acknowledged, %d refused", err, seen, len(acked), refused)
 	}
 	t.Logf("%d acknowledged, %d refused, %d checkpoints", len(acked), refused, v.Checkpoints)
+}
+
+// The log fails (here from a stale report) while the writer is healthy
+// and a flush is in flight; the heal starts, and only then does that
+// flush's fsync fail. The heal must still roll the head back past the
+// frames its cut drops: it used to ask the writer whether it had failed
+// before Recover waited the flush out, so it cut the file without rolling
+// back, and the next receipt, built against the dropped head, was written
+// straight after the cut with a later sequence.
+func TestLogHealsWhenFlushFailsDuringHeal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "receipts")
+	k := testKey(t)
+	var x framelog.Faults
+	st, l, _ := openTestLog(t, dir, k, LogOptions{CheckpointEvery: -1, files: x.Wrap})
+	acked := map[uint64]wire.ContentID{}
+	seal := func(i int) error {
+		s, err := st.Seal(bg, draft(i))
+		if err == nil {
+			acked[s.Receipt.Sequence] = s.ID
+		}
+		return err
+	}
+	for i := range 2 {
+		if err := seal(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, s0 := x.Counts()
+	inFsync, release := make(chan struct{}), make(chan struct{})
+	x.HookSync(s0+1, func() { close(inFsync); <-release })
+	x.FailSync(s0+1, syscall.EIO)
+	sealed := make(chan error, 1)
+	go func() {
+		_, err := st.Seal(bg, draft(2))
+		sealed <- err
+	}()
+	<-inFsync
+	l.fail(ErrStorage) // the log fails while the writer is still healthy
+	healed := make(chan error, 1)
+	go func() { healed <- l.Storage() }()
+	// Let the heal get under way (holding mu, waiting on the flush) before
+	// the flush fails.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if err := <-sealed; !errors.Is(err, ErrStorage) {
+		t.Fatalf("the seal whose fsync failed: %v, want ErrStorage", err)
+	}
+	if err := <-healed; err != nil {
+		if err = l.Storage(); err != nil {
+			t.Fatalf("Storage: %v", err)
+		}
+	}
+	if n := l.Next(); n != 2 {
+		t.Fatalf("after the heal the next sequence is %d, want 2", n)
+	}
+	for i := 3; i < 6; i++ {
+		if err := seal(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	v, err := VerifyLog(bg, dir, VerifyOptions{Trusted: k.Public(), Visit: func(o *Opened) error {
+		if id, ok := acked[o.Receipt.Sequence]; !ok || id != o.ID {
+			t.Errorf("the log holds receipt %d %s, which was not acknowledged", o.Receipt.Sequence, o.ID)
+		}
+		seen++
+		return nil
+	}})
+	if err != nil || seen != len(acked) || v.TornBytes != 0 {
+		t.Fatalf("verify: %v; %d in the log, %d acknowledged", err, seen, len(acked))
+	}
 }

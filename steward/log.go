@@ -625,8 +625,9 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 	if err := w.Sync(end); err != nil {
 		// Not durable, so never acknowledged: the heal that the next
 		// append (or a readiness check) runs cuts it off and rolls the
-		// head back past it.
-		l.fail(err)
+		// head back past it. A sealer that comes here only after that
+		// heal ran must not fail the healed log again (failWriter).
+		l.failWriter(w, err)
 		return 0, wire.ContentID{}, fmt.Errorf("receipt log: %w", err)
 	}
 	// Frames are written in order, so everything before this one is

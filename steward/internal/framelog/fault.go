@@ -15,6 +15,7 @@ type Faults struct {
 	syncs  int
 	wfail  map[int]Fault
 	sfail  map[int]error
+	shook  map[int]func()
 	down   *Fault
 }
 
@@ -44,6 +45,18 @@ func (x *Faults) FailSync(n int, err error) {
 		x.sfail = map[int]error{}
 	}
 	x.sfail[n] = err
+}
+
+// HookSync makes the nth fsync (1-based) call f first, outside the
+// layer's lock, before it fails or goes through: a test orders another
+// goroutine's work (an append, a heal) against a flush in flight.
+func (x *Faults) HookSync(n int, f func()) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.shook == nil {
+		x.shook = map[int]func(){}
+	}
+	x.shook[n] = f
 }
 
 // Down fails every write and fsync with f until Up.
@@ -83,8 +96,19 @@ func (x *Faults) write() (Fault, bool) {
 
 func (x *Faults) sync() error {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	x.syncs++
+	if f := x.shook[x.syncs]; f != nil {
+		n := x.syncs
+		x.mu.Unlock()
+		f()
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.down != nil {
+			return x.down.Err
+		}
+		return x.sfail[n]
+	}
+	defer x.mu.Unlock()
 	if x.down != nil {
 		return x.down.Err
 	}
