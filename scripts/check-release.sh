@@ -60,7 +60,7 @@ for arch in $ARCHES; do
 		file -b "$A/x/usr/bin/meshd" | grep -q "$want" || fail "$arch meshd is $(file -b "$A/x/usr/bin/meshd")"
 		m=$(file -b "$A/x/usr/bin/meshd")
 		case $m in
-		*"statically linked"* | *"dynamically linked, interpreter /lib/"*) ;;
+		*"statically linked"* | *"dynamically linked, interpreter /lib/"* | *"dynamically linked, interpreter /lib64/"*) ;;
 		*) fail "$arch meshd links more than the C library's loader: $m" ;;
 		esac
 	fi
