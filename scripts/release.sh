@@ -144,6 +144,10 @@ EOF
 		echo "Architecture: $arch"
 		echo "Maintainer: $MAINTAINER"
 		echo "Installed-Size: $size"
+		# meshd and meshctl open NVML through the C library's loader
+		# (CGO_ENABLED=0 with purego), so they need libc6's ld.so, libc,
+		# libdl and libpthread, which every Debian system has.
+		echo "Depends: libc6"
 		echo "Recommends: systemd"
 		echo "Section: net"
 		echo "Priority: optional"
