@@ -29,6 +29,11 @@ type Request struct {
 	// state's logits as Eval does. A server whose states share decode
 	// steps (Decoder) routes them through it.
 	Decode func(ctx context.Context, tok int) ([]float32, error)
+	// Draft, if set, decodes speculatively with its draft model when
+	// sampling is greedy (spec.go): the tokens are those of plain greedy
+	// decoding, bit for bit. Decode is then not used. With temperature
+	// > 0 the draft is not used.
+	Draft *Drafter
 }
 
 // StopType says why generation ended, in llama-server's words.
@@ -50,6 +55,11 @@ type Result struct {
 	Stop       StopType
 	PromptDur  time.Duration
 	PredictDur time.Duration
+	// DraftN is the number of tokens the draft model proposed for
+	// verification, DraftAccepted those of them the target agreed with
+	// and delivered (llama-server's draft_n and draft_n_accepted); both
+	// 0 without a draft.
+	DraftN, DraftAccepted int
 }
 
 // Generate runs a completion on the state.
@@ -90,6 +100,11 @@ func (s *State) Generate(ctx context.Context, req Request) (Result, error) {
 	res.PromptN = len(req.Prompt) - n
 	res.PromptDur = time.Since(start)
 	start = time.Now()
+	if req.Draft != nil && req.Sampling.Temperature <= 0 {
+		err := s.speculate(ctx, req, logits, &res)
+		res.PredictDur = time.Since(start)
+		return res, err
+	}
 	decode := req.Decode
 	if decode == nil {
 		decode = func(_ context.Context, tok int) ([]float32, error) { return s.Eval(tok) }
