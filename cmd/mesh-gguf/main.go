@@ -16,6 +16,13 @@
 // positions, the weights and the thread pool are shared), -t,
 // --embedding, plus --max-body-bytes (413 beyond; 8 MiB by default) and
 // --t-max-predict-ms (a default generation time limit).
+//
+// -md (--model-draft) adds a draft model for speculative decoding; it must
+// share the model's vocabulary. --draft-max (--draft, --draft-n),
+// --draft-min (--draft-n-min) and --draft-p-min bound the drafts as
+// llama-server's flags do; the draft length adapts to the acceptance
+// within them unless --draft-fixed is given. Greedy completions then
+// report timings.draft_n and timings.draft_n_accepted.
 package main
 
 import (
@@ -65,6 +72,8 @@ type options struct {
 	tMaxPredict  int
 	chatTemplate string
 	version      bool
+	draft        string
+	spec         llama.SpecParams
 }
 
 // DefaultContext is the context size used when -c is 0 and the model was
@@ -94,6 +103,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.maxBody, "max-body-bytes", llamaserver.DefaultMaxBodyBytes, "largest request body accepted (413 beyond)")
 	fs.IntVar(&o.tMaxPredict, "t-max-predict-ms", 0, "default time limit of a generation in ms from its first token (0: none); a request's t_max_predict_ms overrides it")
 	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template (default: the model's tokenizer.chat_template)")
+	fs.StringVar(&o.draft, "md", "", "draft model for speculative decoding (GGUF, the model's vocabulary)")
+	fs.StringVar(&o.draft, "model-draft", "", "draft model")
+	fs.IntVar(&o.spec.Max, "draft-max", llama.DefaultDraftMax, "most tokens drafted per verifying pass, in [1, 256]")
+	fs.IntVar(&o.spec.Max, "draft", llama.DefaultDraftMax, "draft-max")
+	fs.IntVar(&o.spec.Max, "draft-n", llama.DefaultDraftMax, "draft-max")
+	fs.IntVar(&o.spec.Min, "draft-min", llama.DefaultDraftMin, "fewest drafted tokens worth a verifying pass (a shorter draft is dropped)")
+	fs.IntVar(&o.spec.Min, "draft-n-min", llama.DefaultDraftMin, "draft-min")
+	fs.Float64Var(&o.spec.PMin, "draft-p-min", llama.DefaultDraftPMin, "end a draft at a token the draft model gives less probability than this")
+	fs.BoolVar(&o.spec.Fixed, "draft-fixed", false, "draft up to --draft-max tokens every pass (default: the length adapts to the acceptance)")
 	fs.Bool("no-warmup", false, "accepted for llama-server compatibility; there is no warmup")
 	fs.BoolVar(&o.version, "version", false, "print the version (module, VCS revision, Go version, architecture) and exit")
 	fs.Usage = func() {
@@ -111,6 +129,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("no model: pass -m FILE")
 	case o.parallel < 1 || o.parallel > 256:
 		return o, fmt.Errorf("-np %d: must be in [1, 256]", o.parallel)
+	case o.draft != "" && (o.spec.Max < 1 || o.spec.Max > 256 || o.spec.Min < 0 || o.spec.Min > o.spec.Max || !(o.spec.PMin >= 0 && o.spec.PMin <= 1)):
+		return o, fmt.Errorf("--draft-max %d, --draft-min %d, --draft-p-min %v: want 1 ≤ min ≤ max ≤ 256 (min may be 0) and p-min in [0, 1]", o.spec.Max, o.spec.Min, o.spec.PMin)
 	case o.ctx < 0 || o.threads < 1 || o.port < 0 || o.port > 65535 || o.maxBody < 1 || o.tMaxPredict < 0:
 		return o, errors.New("-c, -t, --port, --max-body-bytes and --t-max-predict-ms must be in range")
 	}
@@ -204,12 +224,51 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("load model: %w", err)
 		}
 	}
+	if o.draft != "" {
+		drafts, closeDraft, err := loadDrafts(m, o, pool, perSlot)
+		if err != nil {
+			return err
+		}
+		defer closeDraft()
+		srv.Speculate(drafts...)
+		fmt.Fprintf(stderr, "mesh-gguf: draft model %s (%d layers, dim %d), drafts of %d..%d tokens, p-min %g, %s length\n",
+			o.draft, drafts[0].Model().Layers, drafts[0].Model().Dim, max(o.spec.Min, 1), o.spec.Max, o.spec.PMin,
+			map[bool]string{true: "fixed", false: "adaptive"}[o.spec.Fixed])
+	}
 	sig := takeSignals()
 	srv.Ready(m, states...)
 	fmt.Fprintf(stderr, "mesh-gguf: model %s loaded in %v (%d layers, dim %d, vocab %d, n_ctx %d = %d slots × %d, trained %d, %d threads)\n",
 		o.model, time.Since(start).Round(time.Millisecond), m.Layers, m.Dim, m.Vocab, total, o.parallel, perSlot,
 		m.TrainedContext(), o.threads)
 	return serve(hs, serveErr, sig, stderr)
+}
+
+// loadDrafts loads the draft model and a drafter per slot, each with a
+// cache of the slot's size (the draft's trained context if smaller: a
+// draft that cannot hold the sequence drafts nothing). The draft must
+// share m's vocabulary. The returned func closes the draft's file.
+func loadDrafts(m *llama.Model, o options, pool *kernels.Pool, perSlot int) ([]*llama.Drafter, func(), error) {
+	f, err := gguf.Open(o.draft)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load draft model: %w", err)
+	}
+	dm, err := llama.Load(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("load draft model %s: %w", o.draft, err)
+	}
+	drafts := make([]*llama.Drafter, o.parallel)
+	for i := range drafts {
+		st, err := dm.NewState(min(perSlot, dm.TrainedContext()), pool)
+		if err == nil {
+			drafts[i], err = llama.NewDrafter(m, st, o.spec)
+		}
+		if err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("draft model %s: %w", o.draft, err)
+		}
+	}
+	return drafts, func() { f.Close() }, nil
 }
 
 // loadEncoder loads a BERT model and a state per slot, each taking

@@ -34,6 +34,9 @@ type Config struct {
 	DraftModel string
 	// DraftMax is the draft length; 0 leaves the runner's default.
 	DraftMax int
+	// DraftMin is the fewest drafted tokens worth verifying (a shorter
+	// draft is dropped); 0 leaves the runner's default.
+	DraftMin int
 	// Adapters are LoRA adapters, applied in order.
 	Adapters []recipe.FileAdapter
 	// ContextSize (-c) and Threads (-t); 0 leaves the runner's default.
@@ -129,14 +132,17 @@ func (c Config) validate() error {
 	if c.UJPerToken == 0 {
 		errs = append(errs, errors.New("uj_per_token is zero (the router would treat the engine as free)"))
 	}
-	if c.DraftMax < 0 || c.ContextSize < 0 || c.Threads < 0 {
-		errs = append(errs, errors.New("draft_max, context_size and threads must not be negative"))
+	if c.DraftMax < 0 || c.DraftMin < 0 || c.ContextSize < 0 || c.Threads < 0 {
+		errs = append(errs, errors.New("draft_max, draft_min, context_size and threads must not be negative"))
 	}
 	if c.MaxTokens > engine.MaxEngineTokens {
 		errs = append(errs, fmt.Errorf("max_tokens %d is over %d, the largest n_predict the runner reads", c.MaxTokens, engine.MaxEngineTokens))
 	}
-	if c.DraftMax > 0 && c.DraftModel == "" {
-		errs = append(errs, errors.New("draft_max is set but no draft model is"))
+	if (c.DraftMax > 0 || c.DraftMin > 0) && c.DraftModel == "" {
+		errs = append(errs, errors.New("draft_max or draft_min is set but no draft model is"))
+	}
+	if c.DraftMax > 0 && c.DraftMin > c.DraftMax {
+		errs = append(errs, fmt.Errorf("draft_min %d exceeds draft_max %d", c.DraftMin, c.DraftMax))
 	}
 	if c.Temperature < 0 {
 		errs = append(errs, fmt.Errorf("temperature %v is negative", c.Temperature))

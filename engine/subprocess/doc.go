@@ -38,6 +38,8 @@
 //	--spec-draft-n-max N | --draft-max N | --draft N
 //	                                              with Config.DraftMax > 0: the first one
 //	                                              listed, newest spelling first
+//	--spec-draft-n-min N | --draft-min N | --draft-n-min N
+//	                                              with Config.DraftMin > 0, likewise
 //	--lora F | --lora-scaled F S                  per adapter (refused if unlisted)
 //
 // Warm-up is left on by default: it moves one-time graph setup out of the

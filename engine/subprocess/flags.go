@@ -104,18 +104,30 @@ func buildArgs(c Config, help helpText) ([]string, error) {
 		if help.has("--spec-type") && strings.Contains(string(help), "draft-simple") {
 			args = append(args, "--spec-type", "draft-simple")
 		}
-		if c.DraftMax > 0 {
+		// Each setting by the first spelling the runner lists, newest
+		// first.
+		for _, d := range []struct {
+			n     int
+			what  string
+			flags []string
+		}{
+			{c.DraftMax, "draft-length", []string{"--spec-draft-n-max", "--draft-max", "--draft"}},
+			{c.DraftMin, "draft-minimum", []string{"--spec-draft-n-min", "--draft-min", "--draft-n-min"}},
+		} {
+			if d.n <= 0 {
+				continue
+			}
 			flag := ""
-			for _, f := range []string{"--spec-draft-n-max", "--draft-max", "--draft"} {
+			for _, f := range d.flags {
 				if help.has(f) {
 					flag = f
 					break
 				}
 			}
 			if flag == "" {
-				return nil, fmt.Errorf("runner %s lists no draft-length flag (--spec-draft-n-max, --draft-max, --draft)", c.Runner)
+				return nil, fmt.Errorf("runner %s lists no %s flag (%s)", c.Runner, d.what, strings.Join(d.flags, ", "))
 			}
-			args = append(args, flag, strconv.Itoa(c.DraftMax))
+			args = append(args, flag, strconv.Itoa(d.n))
 		}
 	}
 	for _, a := range c.Adapters {

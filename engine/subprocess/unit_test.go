@@ -50,6 +50,13 @@ func TestBuildArgs(t *testing.T) {
 		{"only --draft", helpText("-md, --model-draft F\n--draft N\n"), func(c *Config) { c.DraftModel, c.DraftMax = "d", 3 },
 			"-m m.gguf --host 127.0.0.1 -md d --draft 3", ""},
 		{"no draft length flag", helpText("-md F\n"), func(c *Config) { c.DraftModel, c.DraftMax = "d", 3 }, "", "no draft-length flag"},
+		{"draft min, llama.cpp spelling", helpText("-md F\n--draft-max, --draft N\n--draft-min, --draft-n-min N\n"),
+			func(c *Config) { c.DraftModel, c.DraftMax, c.DraftMin = "d", 8, 2 }, "-m m.gguf --host 127.0.0.1 -md d --draft-max 8 --draft-min 2", ""},
+		{"draft min, newest spelling", helpText("-md F\n--spec-draft-n-max N\n--spec-draft-n-min N\n--draft-min N\n"),
+			func(c *Config) { c.DraftModel, c.DraftMin = "d", 2 }, "-m m.gguf --host 127.0.0.1 -md d --spec-draft-n-min 2", ""},
+		{"draft min, mesh-gguf's Go flags", helpText("  -md string\n  -draft-max int\n  -draft-min int\n"),
+			func(c *Config) { c.DraftModel, c.DraftMax, c.DraftMin = "d", 6, 1 }, "-m m.gguf --host 127.0.0.1 -md d --draft-max 6 --draft-min 1", ""},
+		{"no draft min flag", helpText("-md F\n--draft N\n"), func(c *Config) { c.DraftModel, c.DraftMin = "d", 1 }, "", "no draft-minimum flag"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -131,6 +131,9 @@ func NewDrafter(target *Model, draft *State, p SpecParams) (*Drafter, error) {
 // Params are the drafter's settings.
 func (d *Drafter) Params() SpecParams { return d.p }
 
+// Model is the draft model.
+func (d *Drafter) Model() *Model { return d.st.m }
+
 // speculate is Generate's decode loop with a draft: logits are the
 // prompt's last, and res holds the prompt's counts.
 func (s *State) speculate(ctx context.Context, req Request, logits []float32, res *Result) error {
@@ -141,6 +144,9 @@ func (s *State) speculate(ctx context.Context, req Request, logits []float32, re
 	if need := (d.p.Max + 1) * s.m.Vocab; len(d.rows) < need {
 		d.rows = make([]float32, need)
 	}
+	// Each request adapts from the longest draft, so its counters depend
+	// on it alone, not on the requests before it.
+	d.cur = d.p.Max
 	sampler := NewSampler(req.Sampling)
 	res.Stop = StopLimit
 	// emit delivers tok and says whether the completion ends with it, by

@@ -341,7 +341,7 @@ func (s *Server) generate(ctx context.Context, p genParams, onText func(delta st
 	sq := s.decoder.join(sl.state, sl.id)
 	defer sq.leave() // after a panic too; leaving twice is harmless
 	greq := llama.Request{Prompt: p.prompt, NPredict: p.nPredict, CachePrompt: p.cachePrompt,
-		IgnoreEOS: p.ignoreEOS, Sampling: p.samp, Decode: sq.eval}
+		IgnoreEOS: p.ignoreEOS, Sampling: p.samp, Decode: sq.eval, Draft: s.draftOf(sl.id)}
 	greq.StopAt = func(gen []int) bool {
 		id := gen[len(gen)-1]
 		delta, stopped := tr.add(tok.Piece(id))
@@ -408,6 +408,11 @@ type timings struct {
 	PredictedMS         float64 `json:"predicted_ms"`
 	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
 	PredictedPerSecond  float64 `json:"predicted_per_second"`
+	// DraftN and DraftNAccepted are the tokens a draft model proposed and
+	// those of them the target accepted; like llama-server, both are
+	// present only when something was drafted.
+	DraftN         *int `json:"draft_n,omitempty"`
+	DraftNAccepted *int `json:"draft_n_accepted,omitempty"`
 }
 
 func makeTimings(res llama.Result) timings {
@@ -420,6 +425,10 @@ func makeTimings(res llama.Result) timings {
 	if t.PredictedN > 0 && t.PredictedMS > 0 {
 		t.PredictedPerTokenMS = t.PredictedMS / float64(t.PredictedN)
 		t.PredictedPerSecond = 1e3 * float64(t.PredictedN) / t.PredictedMS
+	}
+	if res.DraftN > 0 {
+		n, a := res.DraftN, res.DraftAccepted
+		t.DraftN, t.DraftNAccepted = &n, &a
 	}
 	return t
 }

@@ -74,6 +74,10 @@ type Server struct {
 	chatErr     error    // why ChatTemplate did not compile
 	decoder     *decoder // nil for an encoder
 	hooks       hooks
+
+	// drafts are the slots' drafters, by slot id; none without a draft
+	// model (Speculate).
+	drafts []*llama.Drafter
 }
 
 // hooks let tests observe and gate a request at its stages; every field
