@@ -61,8 +61,8 @@ var drivers = []string{"ina226", "ina219", "hwmon", "rapl", "nvml", "um", "line"
 // backendFields says which keys each kind reads, besides the common name,
 // kind, fidelity, uj_per_token and meters.
 var backendFields = map[string][]string{
-	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args", "embedding"},
-	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "extra_args", "embedding"},
+	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "draft_max", "draft_min", "extra_args", "embedding"},
+	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "draft_max", "draft_min", "extra_args", "embedding"},
 	"reference":    {"work", "embedding"},
 	"meshd":        {"url", "steward", "timeout", "token_file", "ca_file", "server_sha256", "cert_file", "key_file"},
 }
@@ -566,6 +566,21 @@ func (v *checker) backends() {
 			}
 			if has("draft_model") && b.DraftModel == "" {
 				v.problem(p+"draft_model", "must not be empty (omit it for no draft model)")
+			}
+			for _, d := range []struct {
+				key string
+				n   int
+			}{{"draft_max", b.DraftMax}, {"draft_min", b.DraftMin}} {
+				switch {
+				case !has(d.key):
+				case d.n < 0:
+					v.problem(p+d.key, "must be >= 0 (0 = the runner's default)")
+				case b.DraftModel == "":
+					v.problem(p+d.key, "needs draft_model (the draft model it bounds)")
+				}
+			}
+			if b.DraftMax > 0 && b.DraftMin > b.DraftMax {
+				v.problem(p+"draft_min", "%d exceeds draft_max %d", b.DraftMin, b.DraftMax)
 			}
 		case "reference":
 			if b.Work <= 0 {

@@ -325,6 +325,12 @@ type Backend struct {
 	// DraftModel is a GGUF path for speculative decoding. Not used by
 	// reference.
 	DraftModel string `toml:"draft_model,omitempty"`
+	// DraftMax and DraftMin bound the draft's length per verifying pass
+	// (the runner's --draft-max and --draft-min); 0 leaves the runner's
+	// default. Both need draft_model; draft_min must not exceed a
+	// draft_max that is set.
+	DraftMax int `toml:"draft_max,omitempty"`
+	DraftMin int `toml:"draft_min,omitempty"`
 	// ExtraArgs are passed to the runner verbatim. Not used by reference.
 	ExtraArgs []string `toml:"extra_args,omitempty"`
 	// Work (reference only) is hash rounds per token, default 8, > 0.

@@ -94,6 +94,8 @@ context = 8192
 temperature = 0.7
 seed = 7
 draft_model = "/m/draft.gguf"
+draft_max = 8
+draft_min = 2
 extra_args = ["--flash-attn"]
 
 [[backend]]
@@ -131,7 +133,7 @@ func TestParseFull(t *testing.T) {
 		Backends: []Backend{
 			{Name: "big.q4", Kind: "llama-server", Model: "/m/big.gguf", Runner: "llama-server", Fidelity: 3, UJPerToken: 250000,
 				Meters: []string{"board", "cpu"}, Threads: 4, Context: 8192, Temperature: 0.7, Seed: 7,
-				DraftModel: "/m/draft.gguf", ExtraArgs: []string{"--flash-attn"}},
+				DraftModel: "/m/draft.gguf", DraftMax: 8, DraftMin: 2, ExtraArgs: []string{"--flash-attn"}},
 			{Name: "ref", Kind: "reference", Fidelity: 0, UJPerToken: 1, Work: 8},
 		},
 	}

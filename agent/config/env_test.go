@@ -194,6 +194,17 @@ func TestEnvironmentProblems(t *testing.T) {
 		{name: "chat backend on a model without a template", text: gguf1, setup: plain, want: []string{
 			`7:backend[0].model: model /models/m.gguf has no chat template (tokenizer.chat_template): chat completions on this backend would be refused; give the runner one with extra_args = ["--chat-template", "<jinja>"]`,
 		}},
+		{name: "missing draft model", text: gguf1 + "draft_model = \"/models/d.gguf\"\ndraft_max = 4\n", setup: templated, want: []string{
+			`11:backend[0].draft_model: model /models/d.gguf: no such file or directory`,
+		}},
+		{name: "draft bounds without a draft, negative, inverted", text: gguf1 + "draft_max = -1\ndraft_min = 2\n", setup: templated, want: []string{
+			`11:backend[0].draft_max: must be >= 0 (0 = the runner's default)`,
+			`12:backend[0].draft_min: needs draft_model (the draft model it bounds)`,
+		}},
+		{name: "draft min above max", text: gguf1 + "draft_model = \"/models/m.gguf\"\ndraft_max = 2\ndraft_min = 3\n", setup: templated, want: []string{
+			`13:backend[0].draft_min: 3 exceeds draft_max 2`,
+		}},
+		{name: "a draft model that is there", text: gguf1 + "draft_model = \"/models/m.gguf\"\ndraft_max = 6\ndraft_min = 1\n", setup: templated},
 		{name: "template given to the runner", text: gguf1 + `extra_args = ["--chat-template", "{{ x }}"]` + "\n", setup: plain},
 		{name: "no template, at serve's start", text: gguf1, setup: plain, serve: true},
 		{name: "missing runner and model", text: gguf1, want: []string{
