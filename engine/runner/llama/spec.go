@@ -47,8 +47,12 @@ type SpecParams struct {
 	PMin float64
 	// Fixed drafts up to Max tokens every pass. Otherwise the length
 	// adapts to how much of the drafts the target accepts: it grows by 2
-	// after a draft accepted whole and shrinks by 1 after one cut short,
-	// within [max(Min, 1), Max].
+	// after a draft accepted whole, and after one cut short after a
+	// accepted tokens it shrinks by 1 and to at most a+2, within
+	// [max(Min, 1), Max]; and after two drafts in a row of which
+	// nothing was accepted, drafting pauses for 1, then 2, 4, … up to 16
+	// plain decode steps between further failed tries, so a draft that
+	// does not agree with the target costs little more than none.
 	Fixed bool
 }
 
@@ -107,6 +111,8 @@ type Drafter struct {
 	st   *State
 	p    SpecParams
 	cur  int       // the adaptive draft length
+	miss int       // drafts in a row of which nothing was accepted
+	skip int       // plain decode steps left before drafting again
 	rows []float32 // the verifying pass's logits, rows of the target's Vocab
 	buf  []int     // the draft
 	toks []int     // the verifying pass's tokens
@@ -146,7 +152,7 @@ func (s *State) speculate(ctx context.Context, req Request, logits []float32, re
 	}
 	// Each request adapts from the longest draft, so its counters depend
 	// on it alone, not on the requests before it.
-	d.cur = d.p.Max
+	d.cur, d.miss, d.skip = d.p.Max, 0, 0
 	sampler := NewSampler(req.Sampling)
 	res.Stop = StopLimit
 	// emit delivers tok and says whether the completion ends with it, by
@@ -179,6 +185,10 @@ func (s *State) speculate(ctx context.Context, req Request, logits []float32, re
 		k := min(d.cur, s.nCtx-len(s.tokens)-1)
 		if req.NPredict >= 0 {
 			k = min(k, req.NPredict-len(res.Tokens)-1)
+		}
+		if d.skip > 0 {
+			d.skip--
+			k = 0
 		}
 		draft, err := d.propose(ctx, s.tokens, last, k)
 		if err != nil {
@@ -234,7 +244,14 @@ func (d *Drafter) adapt(drafted, accepted int) {
 	if accepted == drafted {
 		d.cur = min(d.p.Max, d.cur+2)
 	} else {
-		d.cur = max(d.p.Min, 1, d.cur-1)
+		d.cur = max(d.p.Min, 1, min(d.cur-1, accepted+2))
+	}
+	if accepted > 0 {
+		d.miss = 0
+		return
+	}
+	if d.miss++; d.miss >= 2 {
+		d.skip = 1 << min(d.miss-2, 4)
 	}
 }
 
