@@ -61,6 +61,27 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+func TestParseDraftFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-m", "x.gguf", "-md", "d.gguf", "--draft-max", "8", "--draft-min", "2", "--draft-p-min", "0.5", "--draft-fixed"}, io.Discard)
+	if err != nil || o.draft != "d.gguf" || o.spec.Max != 8 || o.spec.Min != 2 || o.spec.PMin != 0.5 || !o.spec.Fixed {
+		t.Fatalf("%+v %v", o, err)
+	}
+	// llama-server's other spellings, and its defaults.
+	o, err = parseFlags([]string{"-m", "x.gguf", "--model-draft", "d.gguf", "--draft", "5", "--draft-n-min", "1"}, io.Discard)
+	if err != nil || o.draft != "d.gguf" || o.spec.Max != 5 || o.spec.Min != 1 || o.spec.PMin != 0.75 || o.spec.Fixed {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for _, args := range [][]string{
+		{"-m", "x", "-md", "d", "--draft-max", "0"},
+		{"-m", "x", "-md", "d", "--draft-max", "4", "--draft-min", "5"},
+		{"-m", "x", "-md", "d", "--draft-p-min", "1.5"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil || !strings.Contains(err.Error(), "--draft-max") {
+			t.Errorf("%v: %v, want the draft bounds refused", args, err)
+		}
+	}
+}
+
 // TestEndToEndBERTEmbedding builds mesh-gguf, starts it on a synthesised
 // BERT file and checks /embedding over HTTP against the encoder run in
 // this process: llama-server's shape, the same vector bit for bit, unit
