@@ -193,14 +193,24 @@ func (s *Server) answerQuery(w http.ResponseWriter, r *http.Request, codec ragCo
 	if a.TopK != nil {
 		q.TopK = *a.TopK
 	}
+	// The contract's tables give topics no meaning (no hit carries a
+	// topic), so a filter we cannot apply is refused rather than ignored:
+	// a caller must not read a topic filter into hits that had none.
+	if a.Topics != nil {
+		codec.refuse(w, http.StatusBadRequest, "bad_arguments", "topics: this provider applies no topic filter (the contract defines no topic on a hit); leave the field out")
+		return
+	}
 	if a.QueryVector != nil {
 		q.Vector = make([]float32, len(a.QueryVector))
 		for i, x := range a.QueryVector {
-			if math.IsNaN(x) || math.IsInf(x, 0) {
-				codec.refuse(w, http.StatusBadRequest, "bad_arguments", "query_vector holds a non-finite value")
+			// Checked after the conversion: a float64 beyond float32's
+			// range becomes an infinity, and a search over it scores NaN.
+			v := float32(x)
+			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+				codec.refuse(w, http.StatusBadRequest, "bad_arguments", fmt.Sprintf("query_vector[%d] = %g is not a finite float32", i, x))
 				return
 			}
-			q.Vector[i] = float32(x)
+			q.Vector[i] = v
 		}
 	}
 	if err := q.Check(p.Corpus().Dim); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 
 	"github.com/fxamacker/cbor/v2"
@@ -137,6 +138,22 @@ func (q *Query) Check(dim int) error {
 		return fmt.Errorf("%w: query_vector has %d values, the corpus embedding has %d", ErrDimension, len(q.Vector), dim)
 	case q.TopK < 1 || q.TopK > MaxTopK:
 		return fmt.Errorf("%w: top_k %d outside 1..%d", ErrBadArgs, q.TopK, MaxTopK)
+	case len(q.Topics) > 0:
+		return fmt.Errorf("%w: topics: no topic filter is defined for hits", ErrBadArgs)
+	}
+	if q.Vector != nil {
+		zero := true
+		for i, x := range q.Vector {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("%w: query_vector[%d] is not finite", ErrBadArgs, i)
+			}
+			zero = zero && x == 0
+		}
+		// A zero vector has no direction: every cosine is undefined, and
+		// ranking by it would return chunks in storage order.
+		if zero {
+			return fmt.Errorf("%w: query_vector is zero: it has no direction to rank by", ErrBadArgs)
+		}
 	}
 	return nil
 }
