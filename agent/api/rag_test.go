@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +22,8 @@ import (
 	"meshd/agent/node"
 	"meshd/engine/runner/gguf"
 	"meshd/internal/testbin"
+	"meshd/rag/binding"
+	"meshd/steward"
 )
 
 // ragDim is the test corpus's embedding length.
@@ -184,5 +187,62 @@ func TestAnswerQueryVectorRules(t *testing.T) {
 	}
 	if sealed() != before {
 		t.Error("cbor NaN: a receipt was sealed")
+	}
+}
+
+// Every reply of the procedures, answer or refusal, in CBOR or JSON,
+// carries the provider's statement (Mesh-Rag-Reply) binding it to the
+// request as sent: it verifies under the node's steward key, and under no
+// other, for that request only.
+func TestRAGRepliesBound(t *testing.T) {
+	st := corpusStack(t, "")
+	other, err := steward.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		proc   string
+		args   map[string]any
+		status int
+	}{
+		{"describe_corpus", nil, 200},
+		{"answer_query", map[string]any{"query_text": "a joule", "top_k": 1}, 200},
+		{"list_sources_page", map[string]any{"limit": 1}, 200},
+		{"get_document_verbatim", map[string]any{"source_path": "alpha/joule.md"}, 200},
+		{"get_chunk_by_id", map[string]any{"chunk_id": "nope"}, 404},
+		{"answer_query", map[string]any{"query_vector": vec(0, 0)}, 400},
+		{"summon", nil, 404},
+	} {
+		for _, useCBOR := range []bool{false, true} {
+			ct, body := "application/json", []byte(`{}`)
+			if c.args != nil {
+				body, _ = json.Marshal(c.args)
+			}
+			if useCBOR {
+				ct, body = "application/cbor", nil
+				if c.args != nil {
+					body, _ = cbor.Marshal(c.args)
+				}
+			}
+			status, data, _, hdr := ragPostRaw(t, st, c.proc, ct, body)
+			if status != c.status {
+				t.Fatalf("%s %s: %d %q", c.proc, ct, status, data)
+			}
+			env, err := base64.StdEncoding.DecodeString(hdr.Get(binding.Header))
+			if err != nil || len(env) == 0 {
+				t.Fatalf("%s %s: no %s header", c.proc, ct, binding.Header)
+			}
+			r := binding.Reply{Corpus: "example/docs", Procedure: c.proc, Request: body, Body: data, Type: ct, Status: status}
+			if _, err := binding.Verify(env, st.Node.Trusted(), r); err != nil {
+				t.Errorf("%s %s: %v", c.proc, ct, err)
+			}
+			if _, err := binding.Verify(env, other.Public(), r); binding.ReasonOf(err) != binding.RefusedSigner {
+				t.Errorf("%s %s under another key: %v", c.proc, ct, err)
+			}
+			r.Request = append(bytes.Clone(body), ' ')
+			if _, err := binding.Verify(env, st.Node.Trusted(), r); binding.ReasonOf(err) != binding.RefusedRequest {
+				t.Errorf("%s %s for another request: %v", c.proc, ct, err)
+			}
+		}
 	}
 }

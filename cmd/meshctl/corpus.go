@@ -34,6 +34,8 @@ import (
 	"meshd/agent/api/client"
 	"meshd/cmd/internal/cli"
 	"meshd/rag"
+	"meshd/rag/binding"
+	"meshd/steward"
 )
 
 // Limits on the files the corpus commands read.
@@ -517,6 +519,7 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 	requireSigned := fs.Bool("require-signed", false, "refuse an unsigned corpus (exit 1)")
 	addr := addrFlag(fs)
 	ref := fs.String("corpus", "", "ORG/NAME: fetch the description from a running meshd (describe_corpus) instead of a file")
+	pin := stewardPinFlag(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -529,6 +532,8 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 		return fmt.Errorf("%w: corpus verify takes one description file, or -corpus ORG/NAME", errUsage)
 	case *ref == "" && addrGiven:
 		return fmt.Errorf("%w: -addr needs -corpus ORG/NAME (the description is read from the file otherwise)", errUsage)
+	case *ref == "" && *pin != "":
+		return fmt.Errorf("%w: -steward needs -corpus ORG/NAME (a file carries no reply to bind)", errUsage)
 	}
 	p := strings.ToLower(*provider)
 	if len(p) != 64 {
@@ -542,7 +547,7 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 
 	var d rag.Description
-	var source, check1 string
+	var source, check1, check1Checked string
 	if *ref == "" {
 		source = pos[0]
 		if d, _, err = readDescription(source, false); err != nil {
@@ -564,7 +569,12 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 			return err
 		}
 		source = fmt.Sprintf("%s/%s at %s", org, name, *addr.addr)
-		d, err = c.Describe(ctx, org, name)
+		pinned, err := pinSteward(c, *pin)
+		if err != nil {
+			return err
+		}
+		var bound client.Binding
+		d, bound, err = c.Describe(ctx, org, name)
 		if err != nil {
 			if reason, _, ok := refusalText(err); ok {
 				fmt.Fprintln(stdout, "refused: "+reason)
@@ -572,9 +582,19 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 			}
 			return client.Refusal(client.ProcDescribeCorpus, err)
 		}
-		check1 = fmt.Sprintf("It was fetched from the meshd at %s, an address you gave: meshctl cannot tell that\n"+
-			"    the node answering there is P. That binding is the caller's (macula:call/6 with\n"+
-			"    #{provider => P}, P taken from macula:providers/3).", *addr.addr)
+		if bound.Err != nil {
+			reason := string(binding.ReasonOf(bound.Err))
+			fmt.Fprintln(stdout, "refused: "+reason)
+			return fmt.Errorf("%s: the reply is not bound to steward %x: %w", source, []byte(bound.Key), bound.Err)
+		}
+		if pinned {
+			check1Checked = fmt.Sprintf("the reply is signed by steward %x, the key you pinned (-steward), over the request\n"+
+				"    meshctl sent: it came from that node. That node's operator key is P only as far as checks 2-5 show.", []byte(bound.Key))
+		} else {
+			check1 = fmt.Sprintf("It was fetched from the meshd at %s, an address you gave: the reply is signed by\n"+
+				"    steward %x, the key that address named itself, so meshctl cannot tell that the node\n"+
+				"    answering there is the one you meant. Pin its key with -steward for check 1.", *addr.addr, []byte(bound.Key))
+		}
 	}
 
 	res, err := rag.VerifyCorpus(d, p, *profile)
@@ -614,7 +634,11 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 	if len(d.Extra) > 0 {
 		fmt.Fprintf(w, "  not vouched for: %s\n", displayText(strings.Join(extraKeys(d.Extra), ", ")))
 	}
-	fmt.Fprintf(w, "  not checked (check 1, the caller's): that P itself served this description.\n    %s\n", check1)
+	if check1Checked != "" {
+		fmt.Fprintf(w, "  checked (check 1): %s\n", check1Checked)
+	} else {
+		fmt.Fprintf(w, "  not checked (check 1, the caller's): that P itself served this description.\n    %s\n", check1)
+	}
 	return nil
 }
 
@@ -626,12 +650,45 @@ func corpusReason(err error) string {
 	return err.Error()
 }
 
+// stewardPinFlag is -steward: the provider's steward key, pinned.
+func stewardPinFlag(fs *flag.FlagSet) *string {
+	return fs.String("steward", "", "the provider's steward key (64 hex), pinned: every reply must be signed by it over the request meshctl sent (the contract's check 1); default: the key the address names at /v1/chain/head")
+}
+
+// pinSteward pins -steward on c; it reports whether a key was pinned.
+func pinSteward(c *client.Client, key string) (bool, error) {
+	if key == "" {
+		return false, nil
+	}
+	k, err := steward.ParsePublicKey(key)
+	if err != nil {
+		return false, fmt.Errorf("%w: -steward %q: %v", errUsage, key, err)
+	}
+	c.Trust(k)
+	return true, nil
+}
+
+// bindingText says what a reply's binding shows (check 1), and the
+// problem when it is not bound.
+func bindingText(b client.Binding, pinned bool, addr string) (text, problem string) {
+	if b.Err != nil {
+		return fmt.Sprintf("NOT BOUND to steward %x: %s", []byte(b.Key), binding.ReasonOf(b.Err)),
+			fmt.Sprintf("the reply is not bound to steward %x (%s): %v", []byte(b.Key), binding.ReasonOf(b.Err), b.Err)
+	}
+	if pinned {
+		return fmt.Sprintf("checked (check 1): signed by steward %x, the key you pinned (-steward), over the request meshctl sent and the reply it got", []byte(b.Key)), ""
+	}
+	return fmt.Sprintf("signed by steward %x over the request meshctl sent and the reply it got; that key is the one\n"+
+		"    the meshd at %s, an address you gave, named itself: pin the provider's key with -steward for check 1", []byte(b.Key), addr), ""
+}
+
 // ---- describe ----
 
 func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newCorpusFlags("describe", stderr)
 	addr := addrFlag(fs)
 	ref := fs.String("corpus", "", "ORG/NAME of the corpus (required)")
+	pin := stewardPinFlag(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -648,13 +705,18 @@ func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	d, err := c.Describe(ctx, org, name)
+	pinned, err := pinSteward(c, *pin)
+	if err != nil {
+		return err
+	}
+	d, bound, err := c.Describe(ctx, org, name)
 	if err != nil {
 		if _, _, ok := refusalText(err); ok {
 			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr.addr), err)
 		}
 		return client.Refusal(client.ProcDescribeCorpus, err)
 	}
+	bindText, _ := bindingText(bound, pinned, *addr.addr)
 	recomputed := d.Hash()
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "corpus\t%s/%s at %s\n", org, name, *addr.addr)
@@ -681,12 +743,17 @@ func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Wri
 	if len(d.Extra) > 0 {
 		fmt.Fprintf(tw, "other keys\t%s (not vouched for)\n", displayText(strings.Join(extraKeys(d.Extra), ", ")))
 	}
+	fmt.Fprintf(tw, "reply\t%s\n", bindText)
 	tw.Flush()
-	if !match {
-		return fmt.Errorf("%w: %s/%s at %s claims corpus_hash %s, its model, dim and repos hash to %s",
-			rag.ErrCorpusHashMismatch, org, name, *addr.addr, d.CorpusHash, recomputed)
+	var errs []error
+	if bound.Err != nil {
+		errs = append(errs, fmt.Errorf("%s/%s at %s: the reply is not bound to steward %x: %w", org, name, *addr.addr, []byte(bound.Key), bound.Err))
 	}
-	return nil
+	if !match {
+		errs = append(errs, fmt.Errorf("%w: %s/%s at %s claims corpus_hash %s, its model, dim and repos hash to %s",
+			rag.ErrCorpusHashMismatch, org, name, *addr.addr, d.CorpusHash, recomputed))
+	}
+	return errors.Join(errs...)
 }
 
 // ---- query ----
@@ -700,6 +767,7 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 	floor := fs.Int("floor", -1, "fidelity floor 0..4 (default: the daemon's)")
 	ceiling := fs.Uint64("ceiling", 0, "joule ceiling in µJ (0: the daemon's default)")
 	grantPath := fs.String("grant", "", "a grant file (binary or hex COSE envelope) to pay with")
+	pin := stewardPinFlag(fs)
 	// The query text may hold words starting with '-': flags come first.
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
@@ -733,7 +801,11 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	d, err := c.Describe(ctx, org, name)
+	pinned, err := pinSteward(c, *pin)
+	if err != nil {
+		return err
+	}
+	d, dBound, err := c.Describe(ctx, org, name)
 	if err != nil {
 		if _, _, ok := refusalText(err); ok {
 			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr.addr), err)
@@ -747,6 +819,13 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 
 	// Every check; a failure is printed where it belongs and counted.
 	var problems []string
+	bindText, bindProblem := bindingText(a.Binding, pinned, *addr.addr)
+	if bindProblem != "" {
+		problems = append(problems, "answer_query: "+bindProblem)
+	}
+	if _, p := bindingText(dBound, pinned, *addr.addr); p != "" {
+		problems = append(problems, "describe_corpus: "+p)
+	}
 	recomputed := d.Hash()
 	if recomputed != d.CorpusHash {
 		problems = append(problems, fmt.Sprintf("describe_corpus claims corpus_hash %s, its model, dim and repos hash to %s (%s)",
@@ -828,6 +907,7 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 			"  path and commit are the provider's word)\n", ok, len(a.Hits))
 	}
 	printRAGReceipt(stderr, a, recipeNames)
+	fmt.Fprintf(stderr, "reply: %s\n", bindText)
 	if len(problems) > 0 {
 		if !*asJSON {
 			for _, p := range problems {
