@@ -8,9 +8,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"meshd/agent/config"
 	"meshd/agent/corpus"
+	"meshd/agent/fleet"
 	"meshd/engine/subprocess"
 	"meshd/rag"
 	"meshd/shunt"
@@ -157,4 +161,23 @@ func (n *Node) startCorpus(ctx context.Context, stateDir string, cc config.Corpu
 	}
 	c.Provider = p
 	return c, nil
+}
+
+// DialRAG connects to the fleet's NATS servers for announcing the node's
+// corpora (agent/api's AnnounceRAG), with the [fleet] credentials, on a
+// connection of its own: the publisher's connection fails publishes fast
+// while disconnected, which a request-reply service does not want shared.
+// It returns nil without [fleet] url or without corpora. The connection
+// retries in the background, so a NATS server that is down delays
+// discovery, never the node's start.
+func (n *Node) DialRAG(ctx context.Context) (*nats.Conn, error) {
+	n.mu.Lock()
+	f, corpora := n.cfg.Fleet, len(n.corpora)
+	n.mu.Unlock()
+	if f.URL == "" || corpora == 0 {
+		return nil, nil
+	}
+	return fleet.Dial(ctx, fleet.ConnOptions{URL: f.URL, Creds: f.Creds, NKeySeedFile: f.NKeySeedFile, User: f.User, Password: f.Password,
+		CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile, Name: "meshd rag " + n.Key.ID()},
+		n.log.With("component", "rag"), time.Second, 30*time.Second)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/nats-io/nats.go"
 
 	"meshd/agent/api/apitest"
 	"meshd/agent/api/client"
@@ -938,6 +939,39 @@ func TestCorpusRemote(t *testing.T) {
 		c.Trust(fx.n.Trusted())
 		if _, err := c.Document(ctx, "example", "docs", "alpha/shunt.md"); err != nil {
 			t.Errorf("document relayed unchanged, pinned A: %v (a relay that changes nothing is transparent)", err)
+		}
+	})
+
+	// Discovery on NATS: the node announces its corpora, corpus discover
+	// lists them, corpus query -nats finds the provider and queries it,
+	// its replies bound to the steward key pinned with -steward.
+	t.Run("over NATS", func(t *testing.T) {
+		url, _ := fleetServer(t)
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		ann, err := fx.api.AnnounceRAG(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ann.Stop() })
+		keyA := hex.EncodeToString(fx.n.Trusted())
+		out, errOut, err := meshctl(ctx, "corpus", "discover", "-url", url, "-corpus", "example/docs", "-want", "1", "-wait", "10s")
+		if err != nil || !containsSpaced(out, keyA+"  example/docs  "+docsHash+"  test/llama-synth-embed:f32  64") || !strings.Contains(errOut, "1 provider(s)") {
+			t.Fatalf("discover: %v\n%s%s", err, out, errOut)
+		}
+		out, errOut, err = meshctl(ctx, "corpus", "query", "-nats", "-url", url, "-wait", "10s", "-steward", keyA, "-corpus-hash", docsHash,
+			"-corpus", "example/docs", "-k", "2", "a", "joule")
+		if err != nil || !strings.Contains(errOut, "querying provider "+keyA+" on NATS") ||
+			!strings.Contains(errOut, "checked (check 1): signed by steward "+keyA) || !strings.Contains(out, "2 of 2 hits verify") {
+			t.Fatalf("query -nats: %v\n%s%s", err, out, errOut)
+		}
+		other := strings.Repeat("ab", 32)
+		if _, _, err := meshctl(ctx, "corpus", "query", "-nats", "-url", url, "-wait", "200ms", "-steward", other, "-corpus", "example/docs", "joule"); err == nil ||
+			!strings.Contains(err.Error(), "no provider of example/docs answered on NATS within 200ms with steward "+other) {
+			t.Fatalf("query -nats pinned to a key nobody announces: %v", err)
 		}
 	})
 

@@ -142,6 +142,9 @@ func (b Binding) strict(proc string) error {
 
 // ragPost sends one request body and reads the reply.
 func (c *Client) ragPost(ctx context.Context, org, name, proc string, body []byte) ([]byte, http.Header, error) {
+	if c.ragVia != nil {
+		return c.ragVia(ctx, org, name, proc, body)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+ragPath(org, name, proc), bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
