@@ -33,6 +33,38 @@ const ragDim = 64
 // embedded by the real GGUF runner over a small synthetic BERT encoder.
 func corpusStack(t *testing.T, extra string) *apitest.Stack {
 	t.Helper()
+	st, _ := corpusStackRepo(t, extra, false)
+	return st
+}
+
+// ragRepo is the corpus's repository, for tests that commit to it.
+type ragRepo struct {
+	t   *testing.T
+	dir string
+	wt  *git.Worktree
+}
+
+func (g *ragRepo) commit(files map[string]string) string {
+	g.t.Helper()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(g.dir, name), []byte(content), 0o644); err != nil {
+			g.t.Fatal(err)
+		}
+		if _, err := g.wt.Add(name); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	h, err := g.wt.Commit("c", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.org", When: time.Unix(1_767_225_600, 0)}})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return h.String()
+}
+
+// corpusStackRepo is corpusStack returning the repository; with follow the
+// corpus follows branch master (sync, an interval no test waits for).
+func corpusStackRepo(t *testing.T, extra string, follow bool) (*apitest.Stack, *ragRepo) {
+	t.Helper()
 	runner := testbin.Build(t, "meshd/cmd/mesh-gguf")
 	model := filepath.Join(t.TempDir(), "embed.gguf")
 	f, err := os.Create(model)
@@ -49,17 +81,11 @@ func corpusStack(t *testing.T, extra string) *apitest.Stack {
 		t.Fatal(err)
 	}
 	wt, _ := repo.Worktree()
-	for name, content := range map[string]string{"shunt.md": "the shunt turns current\ninto a voltage\n", "joule.md": "a joule is\none watt for\none second\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := wt.Add(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, err := wt.Commit("c", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.org", When: time.Unix(1_767_225_600, 0)}})
-	if err != nil {
-		t.Fatal(err)
+	g := &ragRepo{t: t, dir: dir, wt: wt}
+	h := g.commit(map[string]string{"shunt.md": "the shunt turns current\ninto a voltage\n", "joule.md": "a joule is\none watt for\none second\n"})
+	pin, sync := fmt.Sprintf("branch = \"main\"\ncommit = %q", h), ""
+	if follow {
+		pin, sync = `branch = "master"`, `sync = "1h"`
 	}
 	return apitest.Start(t, fmt.Sprintf(`
 [[corpus]]
@@ -70,14 +96,14 @@ embedding_model = %q
 runner = %q
 chunk_lines = 4
 uj_per_token = 3
+%s
 
 [[corpus.repo]]
 id = "alpha"
 url = "https://example.org/alpha.git"
 path = %q
-branch = "main"
-commit = %q
-%s`, model, runner, dir, h.String(), extra), node.Options{})
+%s
+%s`, model, runner, sync, dir, pin, extra), node.Options{}), g
 }
 
 // ragPost calls a procedure with args in CBOR or JSON and returns the

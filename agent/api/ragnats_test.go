@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"meshd/agent/api/client"
+	"meshd/agent/corpus"
 	"meshd/rag"
 	"meshd/rag/binding"
 )
@@ -145,5 +148,59 @@ func TestRAGOverNATS(t *testing.T) {
 	}
 	if _, _, err := client.NewRAGOverNATS(caller, atA).Describe(ctx, "example", "docs"); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("A's subject after it withdrew: %v", err)
+	}
+}
+
+// A corpus that follows its branch (sync) starts at the branch's head,
+// moves to it on a sync only when it moved, re-embedding only the changed
+// file, seals each pin in the pin log, and the NATS announcement follows
+// the new corpus hash.
+func TestCorpusFollowsBranch(t *testing.T) {
+	_, connect := startNATS(t)
+	st, repo := corpusStackRepo(t, "", true)
+	ann, err := st.API.AnnounceRAG(connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ann.Stop() })
+	st.Node.OnCorpusMoved(func() {
+		if err := ann.Refresh(); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p := st.Node.Providers()[0]
+	first := p.Description()
+	pins := filepath.Join(st.Dir, "state", "corpus", "example__docs.pins")
+
+	if moved, err := st.Node.SyncCorpora(ctx); err != nil || len(moved) != 0 {
+		t.Fatalf("sync at the same head: %v %v", moved, err)
+	}
+	head := repo.commit(map[string]string{"shunt.md": "the shunt turns current\ninto a small voltage\n"})
+	moved, err := st.Node.SyncCorpora(ctx)
+	if err != nil || len(moved) != 1 || moved[0] != "example/docs" {
+		t.Fatalf("sync after a commit: %v %v", moved, err)
+	}
+	d := p.Description()
+	if d.CorpusHash == first.CorpusHash || d.Repos[0].Commit != head || d.Hash() != d.CorpusHash {
+		t.Fatalf("after the sync: %+v", d)
+	}
+	logged, err := corpus.ReadPins(pins, st.Node.Trusted())
+	if err != nil || len(logged) != 2 || logged[0].CorpusHash != first.CorpusHash || logged[1].CorpusHash != d.CorpusHash ||
+		logged[1].Reused != 1 || logged[1].Embedded != 1 || logged[1].Repos[0].Commit != head {
+		t.Fatalf("pin log: %v %+v", err, logged)
+	}
+	found, err := client.Discover(ctx, connect(), client.ForCorpus("example/docs"), 1)
+	if err != nil || len(found) != 1 || found[0].CorpusHash != d.CorpusHash {
+		t.Fatalf("the announcement after the move: %v %+v", err, found)
+	}
+	// An answer names the corpus now served.
+	text := "a small voltage"
+	c := client.NewRAGOverNATS(connect(), found[0])
+	c.Trust(st.Node.Trusted())
+	ans, err := c.Answer(ctx, "example", "docs", client.Query{Text: &text, TopK: 1})
+	if err != nil || ans.Binding.Err != nil || ans.CorpusHash != d.CorpusHash || !strings.HasPrefix(ans.Receipt.Receipt.Recipe, "rag/v1:corpus="+d.CorpusHash) {
+		t.Fatalf("answer after the move: %v %+v", err, ans)
 	}
 }

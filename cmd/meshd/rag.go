@@ -20,7 +20,7 @@ type ragAnnouncement struct {
 
 // announceRAG announces n's corpora when [fleet] names NATS servers and
 // there are corpora; nil otherwise.
-func announceRAG(ctx context.Context, n *node.Node, a *api.Server) (*ragAnnouncement, error) {
+func announceRAG(ctx context.Context, n *node.Node, a *api.Server, log *slog.Logger) (*ragAnnouncement, error) {
 	nc, err := n.DialRAG(ctx)
 	if err != nil || nc == nil {
 		return nil, err
@@ -30,7 +30,14 @@ func announceRAG(ctx context.Context, n *node.Node, a *api.Server) (*ragAnnounce
 		nc.Close()
 		return nil, fmt.Errorf("announcing the corpora: %w", err)
 	}
-	return &ragAnnouncement{nc: nc, ann: ann}, nil
+	r := &ragAnnouncement{nc: nc, ann: ann}
+	// A sync that moves a pin changes the hash the announcement names.
+	n.OnCorpusMoved(func() {
+		if err := ann.Refresh(); err != nil {
+			log.Error("re-announcing the corpora after a pin moved", "err", err)
+		}
+	})
+	return r, nil
 }
 
 // refresh re-announces after a reload: pins moved, corpora came or went.

@@ -185,7 +185,7 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 		CORSOrigins:  cfg.Listen.CORSOrigins,
 	})
 	apiSrv.Store(d.api)
-	if d.rag, err = announceRAG(ctx, n, d.api); err != nil {
+	if d.rag, err = announceRAG(ctx, n, d.api, d.log); err != nil {
 		n.Close(context.WithoutCancel(ctx))
 		return err
 	}
