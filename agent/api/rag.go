@@ -240,8 +240,9 @@ func (s *Server) answerQuery(w http.ResponseWriter, r *http.Request, codec ragCo
 	}
 	// The contract's tables give topics no meaning (no hit carries a
 	// topic), so a filter we cannot apply is refused rather than ignored:
-	// a caller must not read a topic filter into hits that had none.
-	if a.Topics != nil {
+	// a caller must not read a topic filter into hits that had none. An
+	// empty list asks for no filter, and none is applied.
+	if len(a.Topics) > 0 {
 		codec.refuse(w, http.StatusBadRequest, "bad_arguments", "topics: this provider applies no topic filter (the contract defines no topic on a hit); leave the field out")
 		return
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -28,6 +29,10 @@ import (
 // past it a request is answered 503 at once. answer_query is bounded
 // again by the serving slots, like an HTTP answer.
 const ragNATSInFlight = 64
+
+// ragNATSHeadroom is what a reply's headers may take beside its body
+// within the server's max_payload (the binding is about 300 bytes).
+const ragNATSHeadroom = 4096
 
 // RAGAnnouncer is the node's micro service on one NATS connection.
 type RAGAnnouncer struct {
@@ -136,6 +141,14 @@ func (a *RAGAnnouncer) serve(org, name string, r micro.Request) {
 	a.s.rag(rec, req)
 	if rec.status == 0 {
 		rec.status = http.StatusOK
+	}
+	if max := a.nc.MaxPayload(); int64(rec.body.Len())+ragNATSHeadroom > max {
+		// A whole document can outgrow the server's message limit: say so
+		// rather than let the caller wait for a reply that cannot come.
+		msg, _ := json.Marshal(map[string]string{"error": "reply_too_large",
+			"message": fmt.Sprintf("the reply of %d bytes does not fit the NATS server's max_payload of %d; call this procedure over HTTP", rec.body.Len(), max)})
+		_ = r.Respond(msg, micro.WithHeaders(micro.Headers{announce.StatusHeader: {strconv.Itoa(http.StatusRequestEntityTooLarge)}, "Content-Type": {"application/json"}}))
+		return
 	}
 	h := micro.Headers{announce.StatusHeader: {strconv.Itoa(rec.status)}}
 	for _, k := range []string{"Content-Type", binding.Header, "Mesh-Receipt-Id", "Mesh-Receipt-Seq", "Retry-After"} {

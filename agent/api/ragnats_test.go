@@ -204,3 +204,43 @@ func TestCorpusFollowsBranch(t *testing.T) {
 		t.Fatalf("answer after the move: %v %+v", err, ans)
 	}
 }
+
+// A reply that cannot fit the NATS server's max_payload is refused by
+// name, at once, rather than left for the caller to time out on.
+func TestRAGOverNATSReplyTooLarge(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, MaxPayload: 4096 + 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready within 10s")
+	}
+	t.Cleanup(s.Shutdown)
+	dial := func() *nats.Conn {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	st := corpusStack(t, "")
+	ann, err := st.API.AnnounceRAG(dial())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ann.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	caller := dial()
+	found, err := client.Discover(ctx, caller, client.ForCorpus("example/docs"), 1)
+	if err != nil || len(found) != 1 {
+		t.Fatalf("discover: %v %d", err, len(found))
+	}
+	var ce *client.Error
+	_, _, err = client.NewRAGOverNATS(caller, found[0]).Describe(ctx, "example", "docs")
+	if !errors.As(err, &ce) || ce.Status != 413 || ce.Code != "reply_too_large" || !strings.Contains(ce.Message, "over HTTP") {
+		t.Fatalf("describe over a small max_payload: %v", err)
+	}
+}
