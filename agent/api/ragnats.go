@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -58,7 +59,8 @@ func (s *Server) AnnounceRAG(nc *nats.Conn) (*RAGAnnouncer, error) {
 	return a, nil
 }
 
-// Refresh replaces the announcement with one of the corpora served now.
+// Refresh replaces the announcement with one of the corpora served now;
+// while connected, it returns once the server has it.
 func (a *RAGAnnouncer) Refresh() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -91,6 +93,14 @@ func (a *RAGAnnouncer) Refresh() error {
 		}
 	}
 	a.svc = svc
+	// Once the server has the subscriptions, a discovery that follows
+	// finds them: a PING after the SUBs comes back after them. Not
+	// connected yet, the announcement goes out on connect.
+	if a.nc.IsConnected() {
+		if err := a.nc.FlushTimeout(5 * time.Second); err != nil {
+			a.s.log.Warn("rag over nats: the announcement is not confirmed", "err", err)
+		}
+	}
 	return nil
 }
 
