@@ -145,7 +145,11 @@ func (d *Decision) justify(ceiling uint64) {
 // Chosen to the next cheapest admissible candidate. It reports false, and
 // leaves the decision unchanged, when there is none.
 func (d *Decision) fallBack(err error, ceiling uint64) bool {
-	if d.Chosen < 0 {
+	// A backend that may have served the request (a node that had all of
+	// it when the answer failed) is not retried elsewhere: the request
+	// would run, and be charged, twice.
+	var served interface{ MayHaveServed() bool }
+	if d.Chosen < 0 || errors.As(err, &served) && served.MayHaveServed() {
 		return false
 	}
 	prev := d.Chosen

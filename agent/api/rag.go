@@ -11,12 +11,15 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 
 	"github.com/fxamacker/cbor/v2"
 
 	"meshd/agent"
 	"meshd/agent/corpus"
 	"meshd/rag"
+	"meshd/rag/binding"
+	"meshd/steward"
 	"meshd/wire"
 )
 
@@ -26,8 +29,22 @@ import (
 // strings for signature and raw_bytes, numbers); a JSON body gets JSON,
 // byte strings in base64, for people.
 
-// ragCodec decodes arguments and encodes replies in one encoding.
-type ragCodec struct{ cbor bool }
+// ragCodec decodes arguments and encodes replies in one encoding, and
+// binds each reply to the request it answers (bind, nil before the
+// request's body is read).
+type ragCodec struct {
+	cbor bool
+	bind *ragBind
+}
+
+// ragBind is what the provider's statement about a reply covers besides
+// the reply: the request as received (PROFILE §18, "Replies bound to the
+// provider").
+type ragBind struct {
+	key               *steward.Key
+	corpus, procedure string
+	request           []byte
+}
 
 var ragEnc = func() cbor.EncMode {
 	em, err := cbor.CoreDetEncOptions().EncMode()
@@ -57,20 +74,44 @@ var ragDec = func() cbor.DecMode {
 }()
 
 func (c ragCodec) write(w http.ResponseWriter, status int, v map[string]any) {
-	if !c.cbor {
+	var data []byte
+	var err error
+	ct := "application/cbor"
+	if c.cbor {
+		data, err = ragEnc.Marshal(v)
+	} else {
+		ct = "application/json"
 		for k, x := range v {
 			if b, ok := x.([]byte); ok {
 				v[k] = base64.StdEncoding.EncodeToString(b)
 			}
 		}
-		writeJSON(w, status, v)
-		return
+		// As writeJSON encodes, so the bytes signed are the bytes sent.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		err = enc.Encode(v)
+		data = buf.Bytes()
 	}
-	data, err := ragEnc.Marshal(v)
 	if err != nil {
-		status, data = http.StatusInternalServerError, nil
+		// Never a reply that does not decode: say so, in the encoding.
+		status = http.StatusInternalServerError
+		if c.cbor {
+			data, _ = ragEnc.Marshal(map[string]any{"error": "unavailable", "message": "the reply does not encode: " + err.Error()})
+		} else {
+			data, _ = json.Marshal(map[string]any{"error": "unavailable", "message": "the reply does not encode: " + err.Error()})
+		}
 	}
-	w.Header().Set("Content-Type", "application/cbor")
+	h := w.Header()
+	if c.bind != nil && c.bind.key != nil {
+		env, err := binding.Seal(c.bind.key, binding.Reply{Corpus: c.bind.corpus, Procedure: c.bind.procedure,
+			Request: c.bind.request, Body: data, Type: ct, Status: status})
+		if err == nil {
+			h.Set(binding.Header, base64.StdEncoding.EncodeToString(env))
+		}
+	}
+	h.Set("Content-Type", ct)
+	h.Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
 }
@@ -100,12 +141,9 @@ type ragArgs struct {
 func (s *Server) rag(w http.ResponseWriter, r *http.Request) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	codec := ragCodec{cbor: ct == "application/cbor"}
-	p, ok := s.node.Provider(r.PathValue("org"), r.PathValue("name"))
-	if !ok {
-		codec.refuse(w, http.StatusNotFound, "unknown_corpus", fmt.Sprintf("no corpus %s/%s here", r.PathValue("org"), r.PathValue("name")))
-		return
-	}
-	var a ragArgs
+	// The body is read whole before anything is answered, so that every
+	// reply after this point is bound to it; a body that was not read
+	// whole has no digest to bind, and its refusal is not signed.
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -116,6 +154,13 @@ func (s *Server) rag(w http.ResponseWriter, r *http.Request) {
 		codec.refuse(w, http.StatusBadRequest, "bad_arguments", err.Error())
 		return
 	}
+	codec.bind = &ragBind{key: s.node.Key, corpus: r.PathValue("org") + "/" + r.PathValue("name"), procedure: r.PathValue("procedure"), request: body}
+	p, ok := s.node.Provider(r.PathValue("org"), r.PathValue("name"))
+	if !ok {
+		codec.refuse(w, http.StatusNotFound, "unknown_corpus", fmt.Sprintf("no corpus %s/%s here", r.PathValue("org"), r.PathValue("name")))
+		return
+	}
+	var a ragArgs
 	// No body is no arguments; a CBOR body is taken as it is (its
 	// whitespace bytes are integers), a JSON one must hold one object.
 	if codec.cbor && len(body) > 0 {
@@ -193,14 +238,25 @@ func (s *Server) answerQuery(w http.ResponseWriter, r *http.Request, codec ragCo
 	if a.TopK != nil {
 		q.TopK = *a.TopK
 	}
+	// The contract's tables give topics no meaning (no hit carries a
+	// topic), so a filter we cannot apply is refused rather than ignored:
+	// a caller must not read a topic filter into hits that had none. An
+	// empty list asks for no filter, and none is applied.
+	if len(a.Topics) > 0 {
+		codec.refuse(w, http.StatusBadRequest, "bad_arguments", "topics: this provider applies no topic filter (the contract defines no topic on a hit); leave the field out")
+		return
+	}
 	if a.QueryVector != nil {
 		q.Vector = make([]float32, len(a.QueryVector))
 		for i, x := range a.QueryVector {
-			if math.IsNaN(x) || math.IsInf(x, 0) {
-				codec.refuse(w, http.StatusBadRequest, "bad_arguments", "query_vector holds a non-finite value")
+			// Checked after the conversion: a float64 beyond float32's
+			// range becomes an infinity, and a search over it scores NaN.
+			v := float32(x)
+			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+				codec.refuse(w, http.StatusBadRequest, "bad_arguments", fmt.Sprintf("query_vector[%d] = %g is not a finite float32", i, x))
 				return
 			}
-			q.Vector[i] = float32(x)
+			q.Vector[i] = v
 		}
 	}
 	if err := q.Check(p.Corpus().Dim); err != nil {

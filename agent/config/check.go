@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2/unstable"
 )
@@ -768,6 +769,9 @@ func (v *checker) corpora() {
 		if has("signing_profile") {
 			v.oneOf(p+"signing_profile", c.SigningProfile, "pq_pure", "pq_hybrid")
 		}
+		if has("sync") && time.Duration(c.Sync) < 10*time.Second {
+			v.problem(p+"sync", "want at least 10s between syncs, got %v", time.Duration(c.Sync))
+		}
 		for j, m := range c.Meters {
 			if _, ok := v.c.Meter(m); !ok {
 				v.problem(fmt.Sprintf("%smeters[%d]", p, j), "no [[meter]] is named %q", m)
@@ -786,7 +790,10 @@ func (v *checker) corpora() {
 				v.problem(rp+"id", "repo id %q listed twice in this corpus", r.ID)
 			}
 			ids[r.ID] = true
-			if !wire.IsLowerHex(r.Commit, 20) {
+			switch {
+			case c.Sync > 0 && r.Commit != "":
+				v.problem(rp+"commit", "a corpus with sync follows the branch's head: leave commit out")
+			case c.Sync == 0 && !wire.IsLowerHex(r.Commit, 20):
 				v.problem(rp+"commit", "want the pinned commit as 40 lowercase hex digits, got %q", r.Commit)
 			}
 		}

@@ -596,6 +596,11 @@ type Corpus struct {
 	// SigningProfile ("pq_pure", default, or "pq_hybrid").
 	SigningKey     string `toml:"signing_key,omitempty"`
 	SigningProfile string `toml:"signing_profile,omitempty"`
+	// Sync, when set (at least 10s), makes every repo follow its branch
+	// in its local repository: the pin is the branch's head at start and
+	// is moved to it every Sync, re-embedding only changed files. A repo
+	// of such a corpus has no commit.
+	Sync Duration `toml:"sync,omitempty"`
 	// Repos in list order (the corpus hash keeps it).
 	Repos []CorpusRepo `toml:"repo,omitempty"`
 }
@@ -609,7 +614,8 @@ type CorpusRepo struct {
 	// Path is the local clone (work tree or bare) the commit is read from;
 	// required.
 	Path string `toml:"path,omitempty"`
-	// Branch the pin follows and Commit (40 lowercase hex); required.
+	// Branch the pin follows and Commit (40 lowercase hex); required,
+	// except Commit in a corpus with sync (the branch's head is the pin).
 	Branch string `toml:"branch,omitempty"`
 	Commit string `toml:"commit,omitempty"`
 }

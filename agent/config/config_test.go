@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -754,5 +755,48 @@ func TestSpanRelations(t *testing.T) {
 				t.Fatalf("SpanInside = %v, %v; want %v", got, err, tc.inside)
 			}
 		})
+	}
+}
+
+// A corpus with sync follows its branches: a repo names no commit, and
+// syncs are at least 10 s apart; without sync the commit is required.
+func TestCorpusSyncProblems(t *testing.T) {
+	corpus := func(sync, commit string) string {
+		return `[[corpus]]
+org = "example"
+name = "docs"
+model = "m"
+embedding_model = "/m/e5.gguf"
+` + sync + `
+[[corpus.repo]]
+id = "alpha"
+url = "u"
+path = "/srv/alpha"
+branch = "main"
+` + commit + "\n"
+	}
+	pinned := `commit = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"`
+	for _, c := range []struct {
+		name, src, key, says string
+	}{
+		{"sync and a commit", corpus(`sync = "5m"`, pinned), "corpus[0].repo[0].commit", "leave commit out"},
+		{"sync too short", corpus(`sync = "2s"`, ""), "corpus[0].sync", "at least 10s"},
+		{"no sync, no commit", corpus("", ""), "corpus[0].repo[0].commit", "40 lowercase hex"},
+		{"sync", corpus(`sync = "5m"`, ""), "", ""},
+		{"pinned", corpus("", pinned), "", ""},
+	} {
+		cfg, err := Parse([]byte(c.src), "c.toml")
+		if c.key == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			} else if c.name == "sync" && time.Duration(cfg.Corpora[0].Sync) != 5*time.Minute {
+				t.Errorf("%s: sync %v", c.name, time.Duration(cfg.Corpora[0].Sync))
+			}
+			continue
+		}
+		var p *Problems
+		if !errors.As(err, &p) || !slices.ContainsFunc(p.List, func(q Problem) bool { return q.Key == c.key && strings.Contains(q.Msg, c.says) }) {
+			t.Errorf("%s: %v, want a problem at %s saying %q", c.name, err, c.key, c.says)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package corpus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -239,6 +241,41 @@ func TestChunkLines(t *testing.T) {
 		}
 		if fmt.Sprint(spans) != fmt.Sprint(c.want) {
 			t.Errorf("n=%d overlap=%d max=%d: %v, want %v", c.n, c.overlap, c.maxBytes, spans, c.want)
+		}
+	}
+}
+
+// Query.Check refuses what a search could only answer with NaN or chunk
+// order: a non-finite or zero vector, and a topic filter it cannot apply.
+func TestQueryCheck(t *testing.T) {
+	text := "a query"
+	inf := float32(math.Inf(1))
+	nan := float32(math.NaN())
+	for _, c := range []struct {
+		name string
+		q    Query
+		want error // nil: accepted
+		says string
+	}{
+		{"text", Query{Text: &text, TopK: 1}, nil, ""},
+		{"vector", Query{Vector: []float32{0, 1, 0}, TopK: 1}, nil, ""},
+		{"both", Query{Text: &text, Vector: []float32{1, 0, 0}, TopK: 1}, ErrBadArgs, "exactly one"},
+		{"short vector", Query{Vector: []float32{1}, TopK: 1}, ErrDimension, "1 values"},
+		{"infinite", Query{Vector: []float32{1, inf, 0}, TopK: 1}, ErrBadArgs, "query_vector[1] is not finite"},
+		{"nan", Query{Vector: []float32{nan, 1, 0}, TopK: 1}, ErrBadArgs, "query_vector[0] is not finite"},
+		{"zero", Query{Vector: []float32{0, 0, 0}, TopK: 1}, ErrBadArgs, "zero"},
+		{"topics", Query{Text: &text, TopK: 1, Topics: []string{"x"}}, ErrBadArgs, "topics"},
+		{"top_k", Query{Text: &text, TopK: 101}, ErrBadArgs, "top_k 101"},
+	} {
+		err := c.q.Check(3)
+		if c.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want %v saying %q", c.name, err, c.want, c.says)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -143,7 +144,9 @@ type Stats struct {
 func Ingest(ctx context.Context, cfg Config, emb Embedder, prev *Corpus) (*Corpus, Stats, error) {
 	cfg.defaults()
 	var st Stats
-	c := &Corpus{Model: cfg.Model, Dim: emb.Dim(), Repos: cfg.Repos}
+	// The corpus keeps its own repos: a caller's later edit of cfg must
+	// not move the pin of a corpus being served.
+	c := &Corpus{Model: cfg.Model, Dim: emb.Dim(), Repos: slices.Clone(cfg.Repos)}
 	if prev != nil && (prev.Model != cfg.Model || prev.Dim != c.Dim) {
 		prev = nil // another embedding: nothing can be reused
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sync"
 	"sync/atomic"
 
 	"github.com/fxamacker/cbor/v2"
@@ -33,12 +35,22 @@ var (
 // hits out.
 type Provider struct {
 	Org, Name string
-	corpus    atomic.Pointer[Corpus]
+	cur       atomic.Pointer[served]
 	emb       Embedder
 	embRecipe string
 	queryPfx  string
 	fidelity  wire.Fidelity
 	ujPerTok  uint64
+	signer    *rag.PrivateKey
+	// syncMu serialises pin moves (Sync).
+	syncMu sync.Mutex
+}
+
+// served is the corpus served now with the operator's signature over its
+// hash, swapped as one so a description never pairs one corpus with
+// another's signature.
+type served struct {
+	c         *Corpus
 	signature []byte // the operator's signed object, nil when unsigned
 	signedBy  string
 }
@@ -64,20 +76,29 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		return nil, errors.New("corpus: a provider needs an org, a name, a corpus and an embedder")
 	}
 	p := &Provider{Org: cfg.Org, Name: cfg.Name, emb: cfg.Embedder, embRecipe: cfg.EmbedRecipe, queryPfx: cfg.QueryPrefix,
-		fidelity: cfg.Fidelity, ujPerTok: cfg.UJPerToken}
-	p.corpus.Store(cfg.Corpus)
-	if cfg.Signer != nil {
-		obj, err := rag.Sign(cfg.Signer.Profile(), cfg.Signer, cfg.Corpus.Hash())
-		if err != nil {
-			return nil, fmt.Errorf("corpus %s/%s: signing the corpus hash: %w", cfg.Org, cfg.Name, err)
-		}
-		p.signature, p.signedBy = obj, cfg.Signer.NodeID()
+		fidelity: cfg.Fidelity, ujPerTok: cfg.UJPerToken, signer: cfg.Signer}
+	if err := p.serve(cfg.Corpus); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
+// serve makes c the corpus served, signed afresh when there is a signer.
+func (p *Provider) serve(c *Corpus) error {
+	sv := &served{c: c}
+	if p.signer != nil {
+		obj, err := rag.Sign(p.signer.Profile(), p.signer, c.Hash())
+		if err != nil {
+			return fmt.Errorf("corpus %s/%s: signing the corpus hash: %w", p.Org, p.Name, err)
+		}
+		sv.signature, sv.signedBy = obj, p.signer.NodeID()
+	}
+	p.cur.Store(sv)
+	return nil
+}
+
 // Corpus is the corpus served now.
-func (p *Provider) Corpus() *Corpus { return p.corpus.Load() }
+func (p *Provider) Corpus() *Corpus { return p.cur.Load().c }
 
 // backendName is the backend a corpus answer is sealed under.
 func (p *Provider) backendName() string { return "rag:" + p.Org + "/" + p.Name }
@@ -90,12 +111,13 @@ func (p *Provider) Backend() engine.Backend { return answerBackend{p} }
 
 // Description is the describe_corpus reply.
 func (p *Provider) Description() rag.Description {
-	c := p.Corpus()
+	sv := p.cur.Load()
+	c := sv.c
 	repos := make([]rag.Repo, len(c.Repos))
 	for i, r := range c.Repos {
 		repos[i] = r.Repo
 	}
-	return rag.Description{Model: c.Model, Dim: c.Dim, Repos: repos, CorpusHash: c.Hash(), Signature: p.signature, SignedBy: p.signedBy}
+	return rag.Description{Model: c.Model, Dim: c.Dim, Repos: repos, CorpusHash: c.Hash(), Signature: sv.signature, SignedBy: sv.signedBy}
 }
 
 // Query is answer_query's arguments.
@@ -137,6 +159,22 @@ func (q *Query) Check(dim int) error {
 		return fmt.Errorf("%w: query_vector has %d values, the corpus embedding has %d", ErrDimension, len(q.Vector), dim)
 	case q.TopK < 1 || q.TopK > MaxTopK:
 		return fmt.Errorf("%w: top_k %d outside 1..%d", ErrBadArgs, q.TopK, MaxTopK)
+	case len(q.Topics) > 0:
+		return fmt.Errorf("%w: topics: no topic filter is defined for hits", ErrBadArgs)
+	}
+	if q.Vector != nil {
+		zero := true
+		for i, x := range q.Vector {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("%w: query_vector[%d] is not finite", ErrBadArgs, i)
+			}
+			zero = zero && x == 0
+		}
+		// A zero vector has no direction: every cosine is undefined, and
+		// ranking by it would return chunks in storage order.
+		if zero {
+			return fmt.Errorf("%w: query_vector is zero: it has no direction to rank by", ErrBadArgs)
+		}
 	}
 	return nil
 }

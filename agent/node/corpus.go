@@ -1,16 +1,22 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"meshd/agent/config"
 	"meshd/agent/corpus"
+	"meshd/agent/fleet"
 	"meshd/engine/subprocess"
 	"meshd/rag"
 	"meshd/shunt"
@@ -32,6 +38,167 @@ func (c *Corpus) stop(ctx context.Context) error {
 		return nil
 	}
 	return c.sub.Stop(ctx)
+}
+
+// corpusConfig is the ingestion configuration of cc.
+func corpusConfig(cc config.Corpus) corpus.Config {
+	ccfg := corpus.Config{Model: cc.Model, ChunkLines: cc.ChunkLines, Overlap: cc.ChunkOverlap, MaxFileBytes: cc.MaxFileBytes, MaxChunkBytes: cc.MaxChunkBytes,
+		PassagePrefix: cc.PassagePrefix, QueryPrefix: cc.QueryPrefix}
+	for _, r := range cc.Repos {
+		ccfg.Repos = append(ccfg.Repos, corpus.Repo{Repo: rag.Repo{ID: r.ID, URL: r.URL, Branch: r.Branch, Commit: r.Commit}, Path: r.Path})
+	}
+	return ccfg
+}
+
+// corpusPath is where the corpus's state (suffix ".cbor") and pin log
+// (".pins") are kept.
+func (n *Node) corpusPath(cc config.Corpus, suffix string) string {
+	return filepath.Join(n.cfg.Steward.StateDir, "corpus", cc.Org+"__"+cc.Name+suffix)
+}
+
+// logPin seals the pin now served into the corpus's pin log, unless the
+// log's last statement names it already. A log that cannot be written is
+// reported and the corpus served regardless: the pin log is the operator's
+// record of pin moves, not what answers are verified by (their receipts
+// name the corpus hash).
+func (n *Node) logPin(cc config.Corpus, c *corpus.Corpus, st corpus.Stats) {
+	now := time.Now()
+	if n.opts.Clock != nil {
+		now = n.opts.Clock()
+	}
+	path := n.corpusPath(cc, ".pins")
+	added, err := corpus.AppendPin(path, n.Key, corpus.PinFor(cc.Org, cc.Name, c, st, uint64(now.UnixMilli())))
+	if err != nil {
+		n.log.Error("corpus pin not logged", "corpus", cc.Org+"/"+cc.Name, "hash", c.Hash(), "pins", path, "err", err)
+		return
+	}
+	if added {
+		n.log.Info("corpus pin sealed", "corpus", cc.Org+"/"+cc.Name, "hash", c.Hash(), "pins", path)
+	}
+}
+
+// OnCorpusMoved registers f to be called after a sync moved a corpus's
+// pin (the NATS announcement names the corpus hash, and is refreshed so).
+func (n *Node) OnCorpusMoved(f func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.corpusMoved = append(n.corpusMoved, f)
+}
+
+// SyncCorpora moves every corpus that follows its branches (sync) to their
+// heads now, if they moved: re-ingesting only changed files, saving the
+// state, sealing the new pin in the pin log. It returns the corpora whose
+// pin moved and the first error (a corpus that failed keeps its pin).
+func (n *Node) SyncCorpora(ctx context.Context) ([]string, error) {
+	n.mu.Lock()
+	corpora := slices.Clone(n.corpora)
+	hooks := slices.Clone(n.corpusMoved)
+	n.mu.Unlock()
+	var moved []string
+	var first error
+	for _, c := range corpora {
+		if c.Config.Sync <= 0 {
+			continue
+		}
+		name := c.Config.Org + "/" + c.Config.Name
+		r, err := c.Provider.Sync(ctx, corpusConfig(c.Config))
+		if err != nil {
+			n.log.Warn("corpus sync failed; keeping the pin", "corpus", name, "err", err)
+			first = cmp.Or(first, err)
+			continue
+		}
+		if !r.Moved {
+			continue
+		}
+		if err := r.Corpus.Save(n.corpusPath(c.Config, ".cbor")); err != nil {
+			n.log.Warn("corpus state not saved after the sync", "corpus", name, "err", err)
+		}
+		n.log.Info("corpus pin moved", "corpus", name, "from", r.Previous.Hash(), "to", r.Corpus.Hash(),
+			"reused", r.Stats.Reused, "embedded", r.Stats.Embedded, "chunks", r.Stats.Chunks)
+		n.logPin(c.Config, r.Corpus, r.Stats)
+		moved = append(moved, name)
+	}
+	if len(moved) > 0 {
+		for _, f := range hooks {
+			f()
+		}
+	}
+	return moved, first
+}
+
+// startCorpusSync starts the sync loop; it runs until Close.
+func (n *Node) startCorpusSync(ctx context.Context) {
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	n.stopSync, n.syncDone, n.syncKick = stop, make(chan struct{}), make(chan struct{}, 1)
+	go func() {
+		defer close(n.syncDone)
+		n.runCorpusSync(bg, n.syncKick)
+	}()
+}
+
+// kickCorpusSync tells the loop the corpora changed (a reload).
+func (n *Node) kickCorpusSync() {
+	if n.syncKick == nil {
+		return
+	}
+	select {
+	case n.syncKick <- struct{}{}:
+	default:
+	}
+}
+
+// runCorpusSync syncs each following corpus every its sync interval, from
+// when the node started, until ctx ends; kick wakes it after a reload.
+func (n *Node) runCorpusSync(ctx context.Context, kick <-chan struct{}) {
+	last := map[*corpus.Provider]time.Time{}
+	for {
+		n.mu.Lock()
+		corpora := slices.Clone(n.corpora)
+		n.mu.Unlock()
+		now := time.Now()
+		var wait time.Duration
+		due := false
+		for _, c := range corpora {
+			iv := time.Duration(c.Config.Sync)
+			if iv <= 0 {
+				continue
+			}
+			t, ok := last[c.Provider]
+			if !ok {
+				last[c.Provider], t = now, now
+			}
+			left := t.Add(iv).Sub(now)
+			if left <= 0 {
+				due = true
+				last[c.Provider] = now
+				left = iv
+			}
+			if wait == 0 || left < wait {
+				wait = left
+			}
+		}
+		if due {
+			_, _ = n.SyncCorpora(ctx)
+			continue
+		}
+		var timer <-chan time.Time
+		var t *time.Timer
+		if wait > 0 {
+			t = time.NewTimer(wait)
+			timer = t.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-kick:
+		case <-timer:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // Providers are the corpora served, in configuration order.
@@ -109,7 +276,7 @@ func (n *Node) startCorpus(ctx context.Context, stateDir string, cc config.Corpu
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail(err)
 	}
-	path := filepath.Join(dir, cc.Org+"__"+cc.Name+".cbor")
+	path := n.corpusPath(cc, ".cbor")
 	prev, err := corpus.Load(path)
 	if err != nil {
 		n.log.Warn("corpus state unreadable; ingesting afresh", "corpus", cc.Org+"/"+cc.Name, "err", err)
@@ -122,10 +289,15 @@ func (n *Node) startCorpus(ctx context.Context, stateDir string, cc config.Corpu
 			}
 		}
 	}
-	ccfg := corpus.Config{Model: cc.Model, ChunkLines: cc.ChunkLines, Overlap: cc.ChunkOverlap, MaxFileBytes: cc.MaxFileBytes, MaxChunkBytes: cc.MaxChunkBytes,
-		PassagePrefix: cc.PassagePrefix, QueryPrefix: cc.QueryPrefix}
-	for _, r := range cc.Repos {
-		ccfg.Repos = append(ccfg.Repos, corpus.Repo{Repo: rag.Repo{ID: r.ID, URL: r.URL, Branch: r.Branch, Commit: r.Commit}, Path: r.Path})
+	ccfg := corpusConfig(cc)
+	if cc.Sync > 0 {
+		// A corpus that follows its branches starts at their heads.
+		for i := range ccfg.Repos {
+			r := &ccfg.Repos[i]
+			if r.Commit, err = corpus.BranchHead(r.Path, r.Branch); err != nil {
+				return fail(fmt.Errorf("repo %q: %w", r.ID, err))
+			}
+		}
 	}
 	cp, st, err := corpus.Ingest(ctx, ccfg, emb, prev)
 	if err != nil {
@@ -134,6 +306,7 @@ func (n *Node) startCorpus(ctx context.Context, stateDir string, cc config.Corpu
 	if err := cp.Save(path); err != nil {
 		return fail(err)
 	}
+	n.logPin(cc, cp, st)
 	n.log.Info("corpus ingested", "corpus", cc.Org+"/"+cc.Name, "hash", cp.Hash(), "files", st.Files, "reused", st.Reused,
 		"embedded", st.Embedded, "chunks", st.Chunks, "skipped", st.Skipped, "vector_bytes", cp.VectorBytes())
 	var signer *rag.PrivateKey
@@ -157,4 +330,23 @@ func (n *Node) startCorpus(ctx context.Context, stateDir string, cc config.Corpu
 	}
 	c.Provider = p
 	return c, nil
+}
+
+// DialRAG connects to the fleet's NATS servers for announcing the node's
+// corpora (agent/api's AnnounceRAG), with the [fleet] credentials, on a
+// connection of its own: the publisher's connection fails publishes fast
+// while disconnected, which a request-reply service does not want shared.
+// It returns nil without [fleet] url or without corpora. The connection
+// retries in the background, so a NATS server that is down delays
+// discovery, never the node's start.
+func (n *Node) DialRAG(ctx context.Context) (*nats.Conn, error) {
+	n.mu.Lock()
+	f, corpora := n.cfg.Fleet, len(n.corpora)
+	n.mu.Unlock()
+	if f.URL == "" || corpora == 0 {
+		return nil, nil
+	}
+	return fleet.Dial(ctx, fleet.ConnOptions{URL: f.URL, Creds: f.Creds, NKeySeedFile: f.NKeySeedFile, User: f.User, Password: f.Password,
+		CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile, Name: "meshd rag " + n.Key.ID()},
+		n.log.With("component", "rag"), time.Second, 30*time.Second)
 }

@@ -96,6 +96,12 @@ type Node struct {
 	// stopRuns ends the loop that closes abandoned runs.
 	stopRuns context.CancelFunc
 	runsDone chan struct{}
+	// The corpus sync loop (corpus.go): stopped by Close, kicked by Reload;
+	// corpusMoved are told of each pin it moves.
+	stopSync    context.CancelFunc
+	syncDone    chan struct{}
+	syncKick    chan struct{}
+	corpusMoved []func()
 	// stateLock is the flock on the state directory, held until Close.
 	stateLock *steward.DirLock
 
@@ -278,6 +284,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 	}
 	n.Agent = ag
 	n.startRunReaper(ctx)
+	n.startCorpusSync(ctx)
 	if f := cfg.Fleet; f.URL != "" {
 		pcfg := fleet.PublisherConfig{
 			ConnOptions: fleet.ConnOptions{URL: f.URL, Creds: f.Creds, NKeySeedFile: f.NKeySeedFile, User: f.User, Password: f.Password,
@@ -703,6 +710,7 @@ func (n *Node) Reload(ctx context.Context, cfg *config.Config) error {
 	kept.Grants.Policy, kept.Metering.OnMeterFailure = n.cfg.Grants.Policy, n.cfg.Metering.OnMeterFailure
 	n.cfg = &kept
 	n.log.Info("reloaded", "backends", len(n.backends), "meters", len(n.meters), "trusted_issuers", n.grants != nil)
+	n.kickCorpusSync()
 	return nil
 }
 
@@ -774,6 +782,10 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	}
 	n.closeBudget()
+	if n.stopSync != nil {
+		n.stopSync()
+		<-n.syncDone
+	}
 	if n.stopBG != nil {
 		// The publisher stops before the log closes; what it has not
 		// sent stays in the log, and its cursor says where to resume.

@@ -23,17 +23,24 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 
+	"github.com/nats-io/nats.go"
+
 	"meshd/agent/api/client"
+	"meshd/agent/fleet"
 	"meshd/cmd/internal/cli"
 	"meshd/rag"
+	"meshd/rag/binding"
+	"meshd/steward"
 )
 
 // Limits on the files the corpus commands read.
@@ -65,7 +72,8 @@ func corpusCommands() []corpusCommand {
 		{"sign", "-key KEYFILE [-profile P] DESCRIPTION.json", "print the description signed: corpus_hash recomputed, signature, signed_by", cmdCorpusSign},
 		{"verify", "-provider NODEID [-profile P] [-require-signed] (DESCRIPTION.json | [-addr A] -corpus ORG/NAME)", "the contract's checks 2-5 on a description: signed by P, unsigned, or the refusal", cmdCorpusVerify},
 		{"describe", "[-addr A] -corpus ORG/NAME", "a running meshd's describe_corpus, its corpus hash recomputed", cmdCorpusDescribe},
-		{"query", "[-addr A] -corpus ORG/NAME [-k N] [-json] [-floor N] [-ceiling UJ] [-grant FILE] TEXT...", "answer_query: hits checked against their provenance, the receipt verified", cmdCorpusQuery},
+		{"query", "([-addr A] | -nats [-url U] [-corpus-hash H]) -corpus ORG/NAME [-steward KEY] [-k N] [-json] [-floor N] [-ceiling UJ] [-grant FILE] TEXT...", "answer_query: the reply bound to its provider, hits checked against their provenance, the receipt verified", cmdCorpusQuery},
+		{"discover", "[-url U] [-corpus ORG/NAME] [-wait D] [-want N]", "the providers that announce corpora on NATS (their announcements: hints, not evidence)", cmdCorpusDiscover},
 		{"verify-hit", "HIT.json", "check a saved hit's text against its provenance (not corpus membership)", cmdCorpusVerifyHit},
 	}
 }
@@ -517,6 +525,7 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 	requireSigned := fs.Bool("require-signed", false, "refuse an unsigned corpus (exit 1)")
 	addr := addrFlag(fs)
 	ref := fs.String("corpus", "", "ORG/NAME: fetch the description from a running meshd (describe_corpus) instead of a file")
+	pin := stewardPinFlag(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -529,6 +538,8 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 		return fmt.Errorf("%w: corpus verify takes one description file, or -corpus ORG/NAME", errUsage)
 	case *ref == "" && addrGiven:
 		return fmt.Errorf("%w: -addr needs -corpus ORG/NAME (the description is read from the file otherwise)", errUsage)
+	case *ref == "" && *pin != "":
+		return fmt.Errorf("%w: -steward needs -corpus ORG/NAME (a file carries no reply to bind)", errUsage)
 	}
 	p := strings.ToLower(*provider)
 	if len(p) != 64 {
@@ -542,7 +553,7 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 
 	var d rag.Description
-	var source, check1 string
+	var source, check1, check1Checked string
 	if *ref == "" {
 		source = pos[0]
 		if d, _, err = readDescription(source, false); err != nil {
@@ -564,7 +575,12 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 			return err
 		}
 		source = fmt.Sprintf("%s/%s at %s", org, name, *addr.addr)
-		d, err = c.Describe(ctx, org, name)
+		pinned, err := pinSteward(c, *pin)
+		if err != nil {
+			return err
+		}
+		var bound client.Binding
+		d, bound, err = c.Describe(ctx, org, name)
 		if err != nil {
 			if reason, _, ok := refusalText(err); ok {
 				fmt.Fprintln(stdout, "refused: "+reason)
@@ -572,9 +588,19 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 			}
 			return client.Refusal(client.ProcDescribeCorpus, err)
 		}
-		check1 = fmt.Sprintf("It was fetched from the meshd at %s, an address you gave: meshctl cannot tell that\n"+
-			"    the node answering there is P. That binding is the caller's (macula:call/6 with\n"+
-			"    #{provider => P}, P taken from macula:providers/3).", *addr.addr)
+		if bound.Err != nil {
+			reason := string(binding.ReasonOf(bound.Err))
+			fmt.Fprintln(stdout, "refused: "+reason)
+			return fmt.Errorf("%s: the reply is not bound to steward %x: %w", source, []byte(bound.Key), bound.Err)
+		}
+		if pinned {
+			check1Checked = fmt.Sprintf("the reply is signed by steward %x, the key you pinned (-steward), over the request\n"+
+				"    meshctl sent: it came from that node. That node's operator key is P only as far as checks 2-5 show.", []byte(bound.Key))
+		} else {
+			check1 = fmt.Sprintf("It was fetched from the meshd at %s, an address you gave: the reply is signed by\n"+
+				"    steward %x, the key that address named itself, so meshctl cannot tell that the node\n"+
+				"    answering there is the one you meant. Pin its key with -steward for check 1.", *addr.addr, []byte(bound.Key))
+		}
 	}
 
 	res, err := rag.VerifyCorpus(d, p, *profile)
@@ -614,7 +640,11 @@ func cmdCorpusVerify(ctx context.Context, args []string, stdout, stderr io.Write
 	if len(d.Extra) > 0 {
 		fmt.Fprintf(w, "  not vouched for: %s\n", displayText(strings.Join(extraKeys(d.Extra), ", ")))
 	}
-	fmt.Fprintf(w, "  not checked (check 1, the caller's): that P itself served this description.\n    %s\n", check1)
+	if check1Checked != "" {
+		fmt.Fprintf(w, "  checked (check 1): %s\n", check1Checked)
+	} else {
+		fmt.Fprintf(w, "  not checked (check 1, the caller's): that P itself served this description.\n    %s\n", check1)
+	}
 	return nil
 }
 
@@ -626,12 +656,140 @@ func corpusReason(err error) string {
 	return err.Error()
 }
 
+// stewardPinFlag is -steward: the provider's steward key, pinned.
+func stewardPinFlag(fs *flag.FlagSet) *string {
+	return fs.String("steward", "", "the provider's steward key (64 hex), pinned: every reply must be signed by it over the request meshctl sent (the contract's check 1); default: the key the address names at /v1/chain/head")
+}
+
+// pinSteward pins -steward on c; it reports whether a key was pinned.
+func pinSteward(c *client.Client, key string) (bool, error) {
+	if key == "" {
+		return false, nil
+	}
+	k, err := steward.ParsePublicKey(key)
+	if err != nil {
+		return false, fmt.Errorf("%w: -steward %q: %v", errUsage, key, err)
+	}
+	c.Trust(k)
+	return true, nil
+}
+
+// bindingText says what a reply's binding shows (check 1), and the
+// problem when it is not bound.
+func bindingText(b client.Binding, pinned bool, source string) (text, problem string) {
+	if b.Err != nil {
+		return fmt.Sprintf("NOT BOUND to steward %x: %s", []byte(b.Key), binding.ReasonOf(b.Err)),
+			fmt.Sprintf("the reply is not bound to steward %x (%s): %v", []byte(b.Key), binding.ReasonOf(b.Err), b.Err)
+	}
+	if pinned {
+		return fmt.Sprintf("checked (check 1): signed by steward %x, the key you pinned (-steward), over the request meshctl sent and the reply it got", []byte(b.Key)), ""
+	}
+	return fmt.Sprintf("signed by steward %x over the request meshctl sent and the reply it got; that key is the one\n"+
+		"    %s named itself: pin the provider's key with -steward for check 1", []byte(b.Key), source), ""
+}
+
+// addrSource is how a reply's key is described when it came from -addr.
+func addrSource(addr string) string {
+	return fmt.Sprintf("the meshd at %s, an address you gave,", addr)
+}
+
+// natsProvider connects to NATS, discovers the providers of corpus and
+// chooses the first to answer among those whose steward key is pin (when
+// pinned) and that announce hash (when given).
+func natsProvider(ctx context.Context, conn *fleet.ConnOptions, corpus, pin, hash string, wait time.Duration) (*nats.Conn, client.Provider, error) {
+	var pinKey []byte
+	if pin != "" {
+		k, err := client.ParseStewardHex(pin)
+		if err != nil {
+			return nil, client.Provider{}, fmt.Errorf("%w: -steward %q: %v", errUsage, pin, err)
+		}
+		pinKey = k
+	}
+	nc, err := fleet.Dial(ctx, *conn, slog.New(slog.DiscardHandler), 100*time.Millisecond, time.Second)
+	if err != nil {
+		return nil, client.Provider{}, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	found, err := client.Discover(dctx, nc, func(p client.Provider) bool {
+		return p.Org+"/"+p.Name == corpus && (pinKey == nil || bytes.Equal(p.Steward, pinKey)) && (hash == "" || p.CorpusHash == hash)
+	}, 1)
+	if err != nil {
+		nc.Close()
+		return nil, client.Provider{}, err
+	}
+	if len(found) == 1 {
+		return nc, found[0], nil
+	}
+	nc.Close()
+	what := fmt.Sprintf("no provider of %s answered on NATS within %v", corpus, wait)
+	if pin != "" {
+		what += " with steward " + pin
+	}
+	if hash != "" {
+		what += " announcing corpus hash " + hash
+	}
+	return nil, client.Provider{}, errors.New(what)
+}
+
+// ---- discover ----
+
+func cmdCorpusDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newCorpusFlags("discover", stderr)
+	conn := connFlags(fs)
+	ref := fs.String("corpus", "", "ORG/NAME: only providers of this corpus")
+	wait := fs.Duration("wait", 2*time.Second, "how long to wait for providers to answer")
+	want := fs.Int("want", 0, "stop once this many providers answered (0: wait the whole -wait)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 || *want < 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: corpus discover takes flags only", errUsage)
+	}
+	if *ref != "" {
+		if _, _, err := client.CorpusRef(*ref); err != nil {
+			return fmt.Errorf("%w: -corpus: %v", errUsage, err)
+		}
+	}
+	conn.Password = os.Getenv("NATS_PASSWORD")
+	nc, err := fleet.Dial(ctx, *conn, slog.New(slog.DiscardHandler), 100*time.Millisecond, time.Second)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	dctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	var match func(client.Provider) bool
+	if *ref != "" {
+		match = client.ForCorpus(*ref)
+	}
+	found, err := client.Discover(dctx, nc, match, *want)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "steward\tcorpus\tcorpus_hash (announced)\tmodel\tdim")
+	for _, p := range found {
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%d\n", p.StewardID(), displayText(p.Org), displayText(p.Name), displayText(p.CorpusHash), displayText(p.Model), p.Dim)
+	}
+	tw.Flush()
+	fmt.Fprintf(stderr, "%d provider(s). An announcement is a hint: query one with corpus query -nats -steward KEY, which checks\n"+
+		"that each reply is signed by that key and that the corpus hash recomputes.\n", len(found))
+	if len(found) == 0 {
+		return fmt.Errorf("no provider answered within %v", *wait)
+	}
+	return nil
+}
+
 // ---- describe ----
 
 func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newCorpusFlags("describe", stderr)
 	addr := addrFlag(fs)
 	ref := fs.String("corpus", "", "ORG/NAME of the corpus (required)")
+	pin := stewardPinFlag(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -648,13 +806,18 @@ func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	d, err := c.Describe(ctx, org, name)
+	pinned, err := pinSteward(c, *pin)
+	if err != nil {
+		return err
+	}
+	d, bound, err := c.Describe(ctx, org, name)
 	if err != nil {
 		if _, _, ok := refusalText(err); ok {
 			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr.addr), err)
 		}
 		return client.Refusal(client.ProcDescribeCorpus, err)
 	}
+	bindText, _ := bindingText(bound, pinned, addrSource(*addr.addr))
 	recomputed := d.Hash()
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "corpus\t%s/%s at %s\n", org, name, *addr.addr)
@@ -681,12 +844,17 @@ func cmdCorpusDescribe(ctx context.Context, args []string, stdout, stderr io.Wri
 	if len(d.Extra) > 0 {
 		fmt.Fprintf(tw, "other keys\t%s (not vouched for)\n", displayText(strings.Join(extraKeys(d.Extra), ", ")))
 	}
+	fmt.Fprintf(tw, "reply\t%s\n", bindText)
 	tw.Flush()
-	if !match {
-		return fmt.Errorf("%w: %s/%s at %s claims corpus_hash %s, its model, dim and repos hash to %s",
-			rag.ErrCorpusHashMismatch, org, name, *addr.addr, d.CorpusHash, recomputed)
+	var errs []error
+	if bound.Err != nil {
+		errs = append(errs, fmt.Errorf("%s/%s at %s: the reply is not bound to steward %x: %w", org, name, *addr.addr, []byte(bound.Key), bound.Err))
 	}
-	return nil
+	if !match {
+		errs = append(errs, fmt.Errorf("%w: %s/%s at %s claims corpus_hash %s, its model, dim and repos hash to %s",
+			rag.ErrCorpusHashMismatch, org, name, *addr.addr, d.CorpusHash, recomputed))
+	}
+	return errors.Join(errs...)
 }
 
 // ---- query ----
@@ -700,6 +868,11 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 	floor := fs.Int("floor", -1, "fidelity floor 0..4 (default: the daemon's)")
 	ceiling := fs.Uint64("ceiling", 0, "joule ceiling in µJ (0: the daemon's default)")
 	grantPath := fs.String("grant", "", "a grant file (binary or hex COSE envelope) to pay with")
+	pin := stewardPinFlag(fs)
+	viaNATS := fs.Bool("nats", false, "find the corpus's providers on NATS (see corpus discover) and query one, instead of -addr")
+	conn := connFlags(fs)
+	wantHash := fs.String("corpus-hash", "", "with -nats: only a provider announcing this corpus hash (the answer's hash is then checked against it)")
+	wait := fs.Duration("wait", 2*time.Second, "with -nats: how long to wait for providers to answer the discovery")
 	// The query text may hold words starting with '-': flags come first.
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
@@ -715,6 +888,9 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *floor > 4 {
 		return fmt.Errorf("%w: -floor %d: want 0..4", errUsage, *floor)
 	}
+	if !*viaNATS && *wantHash != "" {
+		return fmt.Errorf("%w: -corpus-hash needs -nats (over -addr the corpus is the one that address serves)", errUsage)
+	}
 	org, name, err := client.CorpusRef(*ref)
 	if err != nil {
 		return fmt.Errorf("%w: -corpus: %v", errUsage, err)
@@ -729,14 +905,33 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 			return fmt.Errorf("-grant: %w", err)
 		}
 	}
-	c, err := addr.dial()
-	if err != nil {
-		return err
+	var c *client.Client
+	var pinned bool
+	where, source := *addr.addr, addrSource(*addr.addr)
+	if *viaNATS {
+		conn.Password = os.Getenv("NATS_PASSWORD")
+		nc, p, err := natsProvider(ctx, conn, org+"/"+name, *pin, *wantHash, *wait)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		c = client.NewRAGOverNATS(nc, p)
+		where = fmt.Sprintf("provider %s on NATS (%s)", p.StewardID(), p.Subject)
+		source = "the provider's own announcement on NATS"
+		fmt.Fprintf(stderr, "corpus %s/%s: querying %s\n", org, name, where)
+		pinned = *pin != ""
+	} else {
+		if c, err = addr.dial(); err != nil {
+			return err
+		}
+		if pinned, err = pinSteward(c, *pin); err != nil {
+			return err
+		}
 	}
-	d, err := c.Describe(ctx, org, name)
+	d, dBound, err := c.Describe(ctx, org, name)
 	if err != nil {
 		if _, _, ok := refusalText(err); ok {
-			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, *addr.addr), err)
+			return descriptionRefused(fmt.Sprintf("%s/%s at %s", org, name, where), err)
 		}
 		return client.Refusal(client.ProcDescribeCorpus, err)
 	}
@@ -747,6 +942,16 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 
 	// Every check; a failure is printed where it belongs and counted.
 	var problems []string
+	bindText, bindProblem := bindingText(a.Binding, pinned, source)
+	if bindProblem != "" {
+		problems = append(problems, "answer_query: "+bindProblem)
+	}
+	if _, p := bindingText(dBound, pinned, source); p != "" {
+		problems = append(problems, "describe_corpus: "+p)
+	}
+	if *wantHash != "" && d.CorpusHash != *wantHash {
+		problems = append(problems, fmt.Sprintf("describe_corpus gives corpus_hash %s, -corpus-hash asks for %s", d.CorpusHash, *wantHash))
+	}
 	recomputed := d.Hash()
 	if recomputed != d.CorpusHash {
 		problems = append(problems, fmt.Sprintf("describe_corpus claims corpus_hash %s, its model, dim and repos hash to %s (%s)",
@@ -828,6 +1033,7 @@ func cmdCorpusQuery(ctx context.Context, args []string, stdout, stderr io.Writer
 			"  path and commit are the provider's word)\n", ok, len(a.Hits))
 	}
 	printRAGReceipt(stderr, a, recipeNames)
+	fmt.Fprintf(stderr, "reply: %s\n", bindText)
 	if len(problems) > 0 {
 		if !*asJSON {
 			for _, p := range problems {

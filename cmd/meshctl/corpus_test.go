@@ -25,11 +25,14 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/nats-io/nats.go"
 
+	"meshd/agent/api/apitest"
 	"meshd/agent/api/client"
 	"meshd/engine/runner/gguf"
 	"meshd/internal/testbin"
 	"meshd/rag"
+	"meshd/rag/binding"
 	"meshd/steward"
 )
 
@@ -865,7 +868,7 @@ func TestCorpusRemote(t *testing.T) {
 			call func() error
 			code string
 		}{
-			{func() error { _, err := c.Describe(ctx, "example", "nope"); return err }, "unknown_corpus"},
+			{func() error { _, _, err := c.Describe(ctx, "example", "nope"); return err }, "unknown_corpus"},
 			{func() error { _, err := c.Chunk(ctx, "example", "docs", "nope"); return err }, "not_found"},
 			{func() error { _, err := c.Document(ctx, "example", "docs", "alpha/nope"); return err }, "not_found"},
 			{func() error { _, err := c.Sources(ctx, "example", "docs", 0, 201); return err }, "bad_arguments"},
@@ -882,6 +885,93 @@ func TestCorpusRemote(t *testing.T) {
 		if _, _, err := meshctl(ctx, "corpus", "query", "-addr", fx.addr, "-corpus", "example/nope", "x"); err == nil ||
 			!strings.Contains(err.Error(), "unknown_corpus") {
 			t.Errorf("query of an unknown corpus: %v", err)
+		}
+	})
+
+	// Check 1: a reply is signed by the provider's steward key over the
+	// request sent; node B relaying node A's replies (the /v1/rag calls go
+	// to A, the rest to B) is refused for a caller that called B.
+	t.Run("bound to the provider", func(t *testing.T) {
+		keyA := hex.EncodeToString(fx.n.Trusted())
+		b := startStack(t, apitest.RefBackends)
+		keyB := hex.EncodeToString(b.n.Trusted())
+		ua, _ := url.Parse("http://" + fx.addr)
+		ub, _ := url.Parse("http://" + b.addr)
+		toA, toB := httputil.NewSingleHostReverseProxy(ua), httputil.NewSingleHostReverseProxy(ub)
+		relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/v1/rag/") {
+				toA.ServeHTTP(w, r)
+				return
+			}
+			toB.ServeHTTP(w, r)
+		}))
+		t.Cleanup(relay.Close)
+		relayAddr := relay.Listener.Addr().String()
+
+		out, errOut, err := meshctl(ctx, "corpus", "query", "-addr", fx.addr, "-steward", keyA, "-corpus", "example/docs", "-k", "1", "joule")
+		if err != nil || !strings.Contains(errOut, "checked (check 1): signed by steward "+keyA+", the key you pinned") {
+			t.Fatalf("a reply from A, pinned A: %v\n%s%s", err, out, errOut)
+		}
+		out, errOut, err = meshctl(ctx, "corpus", "verify", "-addr", fx.addr, "-steward", keyA, "-provider", fx.provider, "-corpus", "example/docs")
+		if err != nil || !strings.Contains(out, "checked (check 1): the reply is signed by steward "+keyA) || strings.Contains(out, "not checked (check 1") {
+			t.Fatalf("verify from A, pinned A: %v\n%s%s", err, out, errOut)
+		}
+		for _, args := range [][]string{
+			{"query", "-addr", relayAddr, "-steward", keyB, "-corpus", "example/docs", "-k", "1", "joule"},
+			{"query", "-addr", relayAddr, "-corpus", "example/docs", "-k", "1", "joule"}, // the key the relay names is B's
+			{"describe", "-addr", relayAddr, "-steward", keyB, "-corpus", "example/docs"},
+			{"verify", "-addr", relayAddr, "-steward", keyB, "-provider", fx.provider, "-corpus", "example/docs"},
+		} {
+			out, errOut, err := meshctl(ctx, append([]string{"corpus"}, args...)...)
+			if !errors.Is(err, binding.RefusedSigner) && !strings.Contains(fmt.Sprint(err), string(binding.RefusedSigner)) {
+				t.Errorf("%q: A's reply relayed by B: %v, want %s\n%s%s", args, err, binding.RefusedSigner, out, errOut)
+			}
+		}
+		// The client refuses an unbound reply to the lookups outright.
+		c, err := client.New(relayAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Trust(b.n.Trusted())
+		if _, err := c.Document(ctx, "example", "docs", "alpha/shunt.md"); !errors.Is(err, binding.RefusedSigner) {
+			t.Errorf("document relayed by B: %v, want %s", err, binding.RefusedSigner)
+		}
+		c.Trust(fx.n.Trusted())
+		if _, err := c.Document(ctx, "example", "docs", "alpha/shunt.md"); err != nil {
+			t.Errorf("document relayed unchanged, pinned A: %v (a relay that changes nothing is transparent)", err)
+		}
+	})
+
+	// Discovery on NATS: the node announces its corpora, corpus discover
+	// lists them, corpus query -nats finds the provider and queries it,
+	// its replies bound to the steward key pinned with -steward.
+	t.Run("over NATS", func(t *testing.T) {
+		url, _ := fleetServer(t)
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		ann, err := fx.api.AnnounceRAG(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ann.Stop() })
+		keyA := hex.EncodeToString(fx.n.Trusted())
+		out, errOut, err := meshctl(ctx, "corpus", "discover", "-url", url, "-corpus", "example/docs", "-want", "1", "-wait", "10s")
+		if err != nil || !containsSpaced(out, keyA+"  example/docs  "+docsHash+"  test/llama-synth-embed:f32  64") || !strings.Contains(errOut, "1 provider(s)") {
+			t.Fatalf("discover: %v\n%s%s", err, out, errOut)
+		}
+		out, errOut, err = meshctl(ctx, "corpus", "query", "-nats", "-url", url, "-wait", "10s", "-steward", keyA, "-corpus-hash", docsHash,
+			"-corpus", "example/docs", "-k", "2", "a", "joule")
+		if err != nil || !strings.Contains(errOut, "querying provider "+keyA+" on NATS") ||
+			!strings.Contains(errOut, "checked (check 1): signed by steward "+keyA) || !strings.Contains(out, "2 of 2 hits verify") {
+			t.Fatalf("query -nats: %v\n%s%s", err, out, errOut)
+		}
+		other := strings.Repeat("ab", 32)
+		if _, _, err := meshctl(ctx, "corpus", "query", "-nats", "-url", url, "-wait", "200ms", "-steward", other, "-corpus", "example/docs", "joule"); err == nil ||
+			!strings.Contains(err.Error(), "no provider of example/docs answered on NATS within 200ms with steward "+other) {
+			t.Fatalf("query -nats pinned to a key nobody announces: %v", err)
 		}
 	})
 
@@ -915,14 +1005,16 @@ func TestCorpusRemote(t *testing.T) {
 			}, args: []string{"query", "-corpus", "example/docs", "joule"}, says: "does not verify"},
 			{name: "describe repo", proc: client.ProcDescribeCorpus, edit: repoURL,
 				args: []string{"describe", "-corpus", "example/docs"}, says: "DOES NOT MATCH", want: rag.ErrCorpusHashMismatch},
+			// A reply changed on the way is not the provider's: check 1
+			// refuses it before checks 2-5 are reached.
 			{name: "verify repo", proc: client.ProcDescribeCorpus, edit: repoURL,
-				args: []string{"verify", "-provider", fx.provider, "-corpus", "example/docs"}, first: "refused: corpus_hash_mismatch", want: rag.ErrCorpusHashMismatch},
+				args: []string{"verify", "-provider", fx.provider, "-corpus", "example/docs"}, first: "refused: reply_body_mismatch", want: binding.RefusedBody},
 			{name: "verify repo and hash", proc: client.ProcDescribeCorpus, edit: func(m map[string]any) {
 				repoURL(m)
 				m["corpus_hash"] = rag.CorpusHash("test/llama-synth-embed:f32", 64, []rag.Repo{
 					{ID: "alpha", URL: "https://evil.example/alpha.git", Branch: "main", Commit: fx.alpha},
 					{ID: "beta", URL: "/srv/mirrors/beta.git", Branch: "trunk", Commit: fx.beta}})
-			}, args: []string{"verify", "-provider", fx.provider, "-corpus", "example/docs"}, first: "refused: signature_hash_mismatch", want: rag.ErrSignatureHashMismatch},
+			}, args: []string{"verify", "-provider", fx.provider, "-corpus", "example/docs"}, first: "refused: reply_body_mismatch", want: binding.RefusedBody},
 			{name: "query against a moved description", proc: client.ProcDescribeCorpus, edit: func(m map[string]any) {
 				m["repos"] = m["repos"].([]any)[:1]
 				m["corpus_hash"] = rag.CorpusHash("test/llama-synth-embed:f32", 64, []rag.Repo{

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"meshd/agent/api"
 	"meshd/agent/api/apitest"
 	"meshd/agent/api/client"
 	"meshd/agent/node"
@@ -52,6 +53,7 @@ work = 16
 // here from the same parts).
 type testStack struct {
 	n    *node.Node
+	api  *api.Server
 	srv  *httptest.Server
 	addr string // host:port
 }
@@ -59,7 +61,7 @@ type testStack struct {
 func startStack(t *testing.T, extra string) *testStack {
 	t.Helper()
 	st := apitest.Start(t, extra, node.Options{})
-	return &testStack{n: st.Node, srv: st.Server, addr: st.Addr}
+	return &testStack{n: st.Node, api: st.API, srv: st.Server, addr: st.Addr}
 }
 
 // seal serves k prompts through the client, so the chain has receipts.

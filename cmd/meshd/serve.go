@@ -96,6 +96,8 @@ type daemon struct {
 	// (nil without [listen.tls]); SIGHUP rereads both.
 	auth *auth.Authenticator
 	tls  *auth.ServerTLS
+	// rag announces the corpora on the fleet's NATS (nil: not announced).
+	rag *ragAnnouncement
 }
 
 // serveHooks let tests see the daemon's listeners and run it with a fake
@@ -183,6 +185,10 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 		CORSOrigins:  cfg.Listen.CORSOrigins,
 	})
 	apiSrv.Store(d.api)
+	if d.rag, err = announceRAG(ctx, n, d.api, d.log); err != nil {
+		n.Close(context.WithoutCancel(ctx))
+		return err
+	}
 	lns, err := d.listen(cfg.Listen)
 	if err != nil {
 		n.Close(context.WithoutCancel(ctx))
@@ -398,7 +404,9 @@ func (d *daemon) reload(ctx context.Context) {
 	}
 	if err := d.node.Reload(ctx, cfg); err != nil {
 		d.log.Error("reload failed; keeping the running configuration", "err", err)
+		return
 	}
+	d.rag.refresh(d.log)
 }
 
 // shutdown stops accepting and lets in-flight serves finish within
@@ -408,6 +416,7 @@ func (d *daemon) reload(ctx context.Context) {
 // closed. Then it stops the engines and meters and makes the log durable.
 func (d *daemon) shutdown(timeout time.Duration) error {
 	_ = d.notify.Stopping("draining in-flight serves")
+	d.rag.stop()
 	d.api.Drain()
 	start := time.Now()
 	cutAt, closeAt := drainPhases(timeout)

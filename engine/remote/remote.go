@@ -19,8 +19,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"meshd/auth"
@@ -140,6 +142,27 @@ func (b *Backend) fail(err error) error {
 	return fmt.Errorf("remote %s: %w", b.cfg.Name, err)
 }
 
+// failServed is fail for a forward the node may have served: it had the
+// whole request (and may have sealed a receipt and charged a grant on its
+// own ledger) when the answer failed. The node is passed over all the
+// same, but the error says the serve must not be tried again elsewhere
+// (MayHaveServed): that would run, and charge, one request twice.
+func (b *Backend) failServed(err error) error {
+	return &servedError{b.fail(err)}
+}
+
+// servedError is a failure after the node may have served the request.
+type servedError struct{ err error }
+
+func (e *servedError) Error() string {
+	return e.err.Error() + " (the node had the whole request and may have served it: not tried elsewhere)"
+}
+func (e *servedError) Unwrap() error { return e.err }
+
+// MayHaveServed tells the router not to fall back to another backend
+// within the same request.
+func (e *servedError) MayHaveServed() bool { return true }
+
 func (b *Backend) ok() {
 	b.mu.Lock()
 	b.failures, b.downUntil, b.lastErr = 0, time.Time{}, nil
@@ -188,17 +211,32 @@ func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt [
 		}
 		hreq.Header.Set("Authorization", "Bearer "+tok)
 	}
+	// Whether the node got the whole request decides what a failure
+	// means: before that (no connection, a TLS handshake refused, the
+	// request not sent) it cannot have served, and the serve may go to
+	// the next backend; after it, it may have.
+	var wrote atomic.Bool
+	hreq = hreq.WithContext(httptrace.WithClientTrace(hreq.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	}))
 	resp, err := b.cfg.Client.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
 			return engine.Result{}, err // the caller left; the node is not at fault
+		}
+		if wrote.Load() {
+			return engine.Result{}, b.failServed(err)
 		}
 		return engine.Result{}, b.fail(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return engine.Result{}, b.fail(fmt.Errorf("reading the answer: %w", err))
+		return engine.Result{}, b.failServed(fmt.Errorf("reading the answer: %w", err))
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
@@ -206,10 +244,15 @@ func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt [
 		}
 		_ = json.Unmarshal(raw, &e)
 		err := fmt.Errorf("node answered HTTP %d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message)
-		// A refusal (4xx) is the node judging this request, not failing.
-		if resp.StatusCode >= 500 {
+		switch {
+		case resp.StatusCode == http.StatusServiceUnavailable:
+			// Busy, draining or shutting down: the node says it served
+			// nothing (a cut serve seals nothing and releases its hold).
 			return engine.Result{}, b.fail(err)
+		case resp.StatusCode >= 500:
+			return engine.Result{}, b.failServed(err)
 		}
+		// A refusal (4xx) is the node judging this request, not failing.
 		return engine.Result{}, fmt.Errorf("remote %s: %w", b.cfg.Name, err)
 	}
 	var r struct {
@@ -219,15 +262,15 @@ func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt [
 		} `json:"receipt"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return engine.Result{}, b.fail(fmt.Errorf("malformed answer: %w", err))
+		return engine.Result{}, b.failServed(fmt.Errorf("malformed answer: %w", err))
 	}
 	env, err := base64.StdEncoding.DecodeString(r.Receipt.Envelope)
 	if err != nil {
-		return engine.Result{}, b.fail(fmt.Errorf("the answer's receipt envelope: %w", err))
+		return engine.Result{}, b.failServed(fmt.Errorf("the answer's receipt envelope: %w", err))
 	}
 	up, err := b.upstream(env, id)
 	if err != nil {
-		return engine.Result{}, b.fail(err)
+		return engine.Result{}, b.failServed(err)
 	}
 	if opts.Emit != nil && r.Text != "" {
 		if err := opts.Emit([]byte(r.Text)); err != nil {

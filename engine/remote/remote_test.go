@@ -141,3 +141,115 @@ func TestTamperedUpstreamReceiptRefused(t *testing.T) {
 		t.Fatal("a receipt was sealed for a tampered upstream")
 	}
 }
+
+// A forward that fails before the node can have served (no connection, a
+// TLS handshake refused, a 503) goes to the next admissible node within
+// the same request, and the receipt lists the first as failed; one that
+// fails after the node had the whole request (it served and sealed, then
+// the answer was lost or did not verify) is never retried elsewhere: the
+// serve fails, nothing is sealed at the front door, the next node is not
+// called, and the failed node is passed over from the next request on.
+func TestFallbackOnlyBeforeTheNodeServed(t *testing.T) {
+	// forward relays to u and then answers with what edit makes of the reply.
+	forward := func(u upstream, edit func(w http.ResponseWriter, status int, body []byte)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			resp, err := http.Post(u.srv.URL+r.URL.Path, "application/json", bytes.NewReader(body))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			edit(w, resp.StatusCode, data)
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		front    func(t *testing.T, cheap upstream) string // the URL the front door has for cheap
+		fallback bool
+		says     string
+	}{
+		{"connection refused", func(t *testing.T, cheap upstream) string {
+			s := httptest.NewServer(http.NotFoundHandler())
+			s.Close()
+			return s.URL
+		}, true, "connect: connection refused"},
+		{"TLS handshake refused", func(t *testing.T, cheap upstream) string {
+			s := httptest.NewTLSServer(forward(cheap, func(w http.ResponseWriter, status int, b []byte) { w.WriteHeader(status); w.Write(b) }))
+			t.Cleanup(s.Close)
+			return s.URL // a certificate the front door does not trust
+		}, true, "certificate"},
+		{"503", func(t *testing.T, cheap upstream) string {
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write([]byte(`{"error":{"code":"busy","message":"every serving slot is taken"}}`))
+			}))
+			t.Cleanup(s.Close)
+			return s.URL
+		}, true, "HTTP 503 busy"},
+		{"served, then 500", func(t *testing.T, cheap upstream) string {
+			s := httptest.NewServer(forward(cheap, func(w http.ResponseWriter, _ int, _ []byte) { http.Error(w, "lost", http.StatusInternalServerError) }))
+			t.Cleanup(s.Close)
+			return s.URL
+		}, false, "HTTP 500"},
+		{"served, then the connection cut", func(t *testing.T, cheap upstream) string {
+			s := httptest.NewServer(forward(cheap, func(w http.ResponseWriter, _ int, _ []byte) {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					conn.Close()
+				}
+			}))
+			t.Cleanup(s.Close)
+			return s.URL
+		}, false, "EOF"},
+		{"served, then a receipt that does not verify", func(t *testing.T, cheap upstream) string {
+			s := httptest.NewServer(forward(cheap, func(w http.ResponseWriter, status int, b []byte) {
+				var m map[string]any
+				json.Unmarshal(b, &m)
+				rc := m["receipt"].(map[string]any)
+				env, _ := base64.StdEncoding.DecodeString(rc["envelope"].(string))
+				env[len(env)-10] ^= 1
+				rc["envelope"] = base64.StdEncoding.EncodeToString(env)
+				json.NewEncoder(w).Encode(m)
+			}))
+			t.Cleanup(s.Close)
+			return s.URL
+		}, false, "does not verify"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cheap, dear := startUpstream(t, 10), startUpstream(t, 50)
+			front, _ := startNode(t, remoteBackend("cheap", cheap, c.front(t, cheap), 10)+remoteBackend("dear", dear, dear.srv.URL, 50))
+			resp, err := serve(t, front, "the first request")
+			if c.fallback {
+				if err != nil || resp.Sealed.Receipt.Backend != "dear" || !strings.Contains(resp.Decision.Candidates[0].Reason, c.says) {
+					t.Fatalf("serve: %v %+v", err, resp)
+				}
+				o, err := steward.OpenEnvelope(resp.Sealed.Envelope, front.Key.Public())
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs, _ := o.Receipt.Candidates()
+				if len(cs) != 2 || cs[0].Verdict != steward.VerdictFailed || !strings.Contains(o.Receipt.Route, "after 1 failed") {
+					t.Fatalf("the receipt's route %q, candidates %q", o.Receipt.Route, *o.Receipt.RouteCandidates)
+				}
+				if cheap.n.Stores.Log.Durable() != 0 || dear.n.Stores.Log.Durable() != 1 {
+					t.Fatalf("sealed upstream: cheap %d, dear %d", cheap.n.Stores.Log.Durable(), dear.n.Stores.Log.Durable())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "may have served it: not tried elsewhere") {
+				t.Fatalf("serve: %v, want a failure saying %q, not retried", err, c.says)
+			}
+			if front.Stores.Log.Durable() != 0 || dear.n.Stores.Log.Durable() != 0 || cheap.n.Stores.Log.Durable() != 1 {
+				t.Fatalf("sealed: front %d, dear %d, cheap %d; want 0, 0, 1 (the node that served)",
+					front.Stores.Log.Durable(), dear.n.Stores.Log.Durable(), cheap.n.Stores.Log.Durable())
+			}
+			// The next request passes the node over.
+			resp, err = serve(t, front, "the next request")
+			if err != nil || resp.Sealed.Receipt.Backend != "dear" || !strings.HasPrefix(resp.Decision.Candidates[0].Reason, "unhealthy: remote cheap") {
+				t.Fatalf("next serve: %v %+v", err, resp)
+			}
+		})
+	}
+}

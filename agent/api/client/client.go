@@ -37,6 +37,9 @@ type Client struct {
 
 	mu      sync.Mutex
 	steward ed25519.PublicKey
+	// ragVia, when set, carries the RAG procedures instead of HTTP
+	// (NewRAGOverNATS).
+	ragVia func(ctx context.Context, org, name, proc string, body []byte) ([]byte, http.Header, error)
 }
 
 // WithTransport returns c using rt for its requests (a pool sized for many

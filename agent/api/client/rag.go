@@ -6,9 +6,13 @@ package client
 // signature and raw_bytes, numbers), so nothing passes through base64 or
 // JSON numbers on the way.
 //
-// What is checked here: every answer_query receipt is opened under the
+// What is checked here: every reply's binding to the steward key (the
+// provider's signed statement over the request sent and the reply got, the
+// contract's check 1: Chunk, Document and Sources refuse an unbound reply,
+// Describe and Answer return the verdict for the caller to report beside
+// its other checks); every answer_query receipt is opened under the
 // steward key before it is returned (as for every other receipt this
-// package returns), and a describe_corpus reply is read with
+// package returns); and a describe_corpus reply is read with
 // rag.ParseDescription (well formed, under macula's decoding rule). What is
 // not: hits are returned as the daemon sent them, so a caller can report a
 // hit that fails rag.VerifyHit rather than never seeing it; and a
@@ -18,6 +22,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +39,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"meshd/rag"
+	"meshd/rag/binding"
 	"meshd/steward"
 )
 
@@ -78,17 +85,65 @@ func ragPath(org, name, proc string) string {
 	return "/v1/rag/" + url.PathEscape(org) + "/" + url.PathEscape(name) + "/" + url.PathEscape(proc)
 }
 
+// Binding is the verdict of the contract's check 1 on one reply: the
+// provider's statement (binding.Header) verified under the steward key
+// this client trusts (pinned with Trust, else the one the daemon named at
+// /v1/chain/head: then it says only that the reply came from the node that
+// address named), over the request this client sent and the reply it got.
+type Binding struct {
+	// Key is the steward key the reply was checked under.
+	Key ed25519.PublicKey
+	// Statement is what the provider signed; nil when Err is set.
+	Statement *binding.Statement
+	// Err is why the reply is not bound to Key (binding.ReasonOf names
+	// it: reply_unsigned, reply_signer_not_provider, ...); nil when bound.
+	Err error
+}
+
 // ragCall posts args (nil for none) as CBOR to a procedure and returns the
-// reply's raw CBOR and its headers. A refusal is an *Error carrying the
-// contract's name for it (unknown_corpus, bad_arguments, not_found,
-// dimension_mismatch, no_route, ...).
-func (c *Client) ragCall(ctx context.Context, org, name, proc string, args map[string]any) ([]byte, http.Header, error) {
+// reply's raw CBOR, its headers and the verdict of its binding to the
+// steward key. A refusal is an *Error carrying the contract's name for it
+// (unknown_corpus, bad_arguments, not_found, dimension_mismatch, no_route,
+// ...).
+func (c *Client) ragCall(ctx context.Context, org, name, proc string, args map[string]any) ([]byte, http.Header, Binding, error) {
 	var body []byte
 	if args != nil {
 		var err error
 		if body, err = ragEnc.Marshal(args); err != nil {
-			return nil, nil, fmt.Errorf("meshd: %s: encoding the arguments: %w", proc, err)
+			return nil, nil, Binding{}, fmt.Errorf("meshd: %s: encoding the arguments: %w", proc, err)
 		}
+	}
+	data, hdr, err := c.ragPost(ctx, org, name, proc, body)
+	if err != nil {
+		return nil, nil, Binding{}, err
+	}
+	key, err := c.Steward(ctx)
+	if err != nil {
+		return nil, nil, Binding{}, err
+	}
+	b := Binding{Key: key}
+	env, err := base64.StdEncoding.DecodeString(hdr.Get(binding.Header))
+	if err != nil {
+		b.Err = fmt.Errorf("%w: %s is not base64: %v", binding.RefusedMalformed, binding.Header, err)
+	} else {
+		b.Statement, b.Err = binding.Verify(env, key, binding.Reply{Corpus: org + "/" + name, Procedure: proc,
+			Request: body, Body: data, Type: "application/cbor", Status: http.StatusOK})
+	}
+	return data, hdr, b, nil
+}
+
+// strict turns a binding that failed into the call's error.
+func (b Binding) strict(proc string) error {
+	if b.Err != nil {
+		return fmt.Errorf("meshd: %s: the reply is not bound to steward %x: %w", proc, []byte(b.Key), b.Err)
+	}
+	return nil
+}
+
+// ragPost sends one request body and reads the reply.
+func (c *Client) ragPost(ctx context.Context, org, name, proc string, body []byte) ([]byte, http.Header, error) {
+	if c.ragVia != nil {
+		return c.ragVia(ctx, org, name, proc, body)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+ragPath(org, name, proc), bytes.NewReader(body))
 	if err != nil {
@@ -113,8 +168,8 @@ func (c *Client) ragCall(ctx context.Context, org, name, proc string, args map[s
 	if resp.StatusCode/100 != 2 {
 		return nil, nil, ragError(resp.StatusCode, ct, data)
 	}
-	if ct != "application/cbor" {
-		return nil, nil, fmt.Errorf("meshd: %s: a CBOR request was answered as %q, not application/cbor", proc, ct)
+	if ct != "application/cbor" || resp.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("meshd: %s: a CBOR request was answered %d %q, not 200 application/cbor", proc, resp.StatusCode, ct)
 	}
 	return data, resp.Header, nil
 }
@@ -155,18 +210,20 @@ func decodeRAGReply(proc string, data []byte) (map[string]any, error) {
 
 // Describe runs describe_corpus on org/name and reads the reply with
 // rag.ParseDescription, so a malformed one is a *rag.Refusal with the reason
-// malformed_description. Nothing about the hash or the signature is checked
-// here: that is rag.VerifyCorpus, for the provider the caller called.
-func (c *Client) Describe(ctx context.Context, org, name string) (rag.Description, error) {
-	data, _, err := c.ragCall(ctx, org, name, ProcDescribeCorpus, nil)
+// malformed_description. The reply's binding to the steward key is
+// returned for the caller to report (Binding.Err set when it is not bound);
+// the hash and the operator's signature are rag.VerifyCorpus's, for the
+// provider the caller called.
+func (c *Client) Describe(ctx context.Context, org, name string) (rag.Description, Binding, error) {
+	data, _, b, err := c.ragCall(ctx, org, name, ProcDescribeCorpus, nil)
 	if err != nil {
-		return rag.Description{}, err
+		return rag.Description{}, Binding{}, err
 	}
 	d, err := rag.ParseDescription(data)
 	if err != nil {
-		return rag.Description{}, fmt.Errorf("meshd: %s of %s/%s: %w", ProcDescribeCorpus, org, name, err)
+		return rag.Description{}, b, fmt.Errorf("meshd: %s of %s/%s: %w", ProcDescribeCorpus, org, name, err)
 	}
-	return d, nil
+	return d, b, nil
 }
 
 // Query is answer_query's arguments. Exactly one of Text and Vector is set;
@@ -197,6 +254,9 @@ type Answer struct {
 	Receipt *steward.Opened
 	// Envelope is the receipt's envelope as received (x_receipt).
 	Envelope []byte
+	// Binding is the reply's binding to the steward key (check 1);
+	// Binding.Err is set when the reply is not bound to it.
+	Binding Binding
 }
 
 // Answer runs answer_query on org/name. The receipt (x_receipt) is opened
@@ -229,7 +289,7 @@ func (c *Client) Answer(ctx context.Context, org, name string, q Query) (*Answer
 	if q.Grant != nil {
 		args["grant"] = q.Grant
 	}
-	data, hdr, err := c.ragCall(ctx, org, name, ProcAnswerQuery, args)
+	data, hdr, b, err := c.ragCall(ctx, org, name, ProcAnswerQuery, args)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +297,7 @@ func (c *Client) Answer(ctx context.Context, org, name string, q Query) (*Answer
 	if err != nil {
 		return nil, err
 	}
-	a := &Answer{}
+	a := &Answer{Binding: b}
 	var ok bool
 	if a.CorpusHash, ok = m["corpus_hash"].(string); !ok {
 		return nil, fmt.Errorf("meshd: %s: the reply has no text corpus_hash", ProcAnswerQuery)
@@ -261,7 +321,8 @@ func (c *Client) Answer(ctx context.Context, org, name string, q Query) (*Answer
 		return nil, fmt.Errorf("meshd: %s: the reply carries no receipt (x_receipt)", ProcAnswerQuery)
 	}
 	if a.Receipt, err = c.open(ctx, a.Envelope); err != nil {
-		return nil, fmt.Errorf("meshd: %s: %w", ProcAnswerQuery, err)
+		// A reply relayed from another node fails both: say both.
+		return nil, errors.Join(b.strict(ProcAnswerQuery), fmt.Errorf("meshd: %s: %w", ProcAnswerQuery, err))
 	}
 	if id := hdr.Get("Mesh-Receipt-Id"); id != "" && id != a.Receipt.ID.String() {
 		return nil, fmt.Errorf("meshd: %s: the header names receipt %s, the reply carries %s", ProcAnswerQuery, id, a.Receipt.ID)
@@ -272,8 +333,11 @@ func (c *Client) Answer(ctx context.Context, org, name string, q Query) (*Answer
 // Chunk runs get_chunk_by_id: the hit without a score. Check it with
 // rag.VerifyHit.
 func (c *Client) Chunk(ctx context.Context, org, name, chunkID string) (rag.Hit, error) {
-	data, _, err := c.ragCall(ctx, org, name, ProcGetChunkByID, map[string]any{"chunk_id": chunkID})
+	data, _, b, err := c.ragCall(ctx, org, name, ProcGetChunkByID, map[string]any{"chunk_id": chunkID})
 	if err != nil {
+		return rag.Hit{}, err
+	}
+	if err := b.strict(ProcGetChunkByID); err != nil {
 		return rag.Hit{}, err
 	}
 	m, err := decodeRAGReply(ProcGetChunkByID, data)
@@ -305,8 +369,11 @@ func (d *Document) Verify() error {
 // Document runs get_document_verbatim on a source path ("<repo_id>/<path
 // in repo>"). Check the bytes with Document.Verify.
 func (c *Client) Document(ctx context.Context, org, name, sourcePath string) (*Document, error) {
-	data, _, err := c.ragCall(ctx, org, name, ProcGetDocumentVerbatim, map[string]any{"source_path": sourcePath})
+	data, _, b, err := c.ragCall(ctx, org, name, ProcGetDocumentVerbatim, map[string]any{"source_path": sourcePath})
 	if err != nil {
+		return nil, err
+	}
+	if err := b.strict(ProcGetDocumentVerbatim); err != nil {
 		return nil, err
 	}
 	m, err := decodeRAGReply(ProcGetDocumentVerbatim, data)
@@ -346,8 +413,11 @@ func (c *Client) Sources(ctx context.Context, org, name string, offset, limit in
 	if limit != 0 {
 		args["limit"] = limit
 	}
-	data, _, err := c.ragCall(ctx, org, name, ProcListSourcesPage, args)
+	data, _, b, err := c.ragCall(ctx, org, name, ProcListSourcesPage, args)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.strict(ProcListSourcesPage); err != nil {
 		return nil, err
 	}
 	m, err := decodeRAGReply(ProcListSourcesPage, data)
