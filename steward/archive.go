@@ -198,6 +198,13 @@ func NewBudget(l *Log, opt BudgetOptions) (*Budget, error) {
 // Limit is the budget in bytes (0: none).
 func (b *Budget) Limit() int64 { return b.limit }
 
+// Due says whether a pass could change anything now: the log is past its
+// low water, so a pass moves segments out or records why it cannot. Below
+// it a pass would only measure, which Bytes does by itself once the log
+// rotates; a caller that passes after each seal asks Due first and spares
+// every serve a directory scan and a hand-off to its pass.
+func (b *Budget) Due() bool { return b.limit > 0 && b.Bytes() > b.lowWater() }
+
 // Manifest returns the segments that left the log, oldest first.
 func (b *Budget) Manifest() []Archived {
 	b.mu.Lock()
