@@ -2,9 +2,19 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +26,7 @@ import (
 	"time"
 
 	"meshd/agent"
+	"meshd/auth"
 	"meshd/engine/runner/gguf"
 	"meshd/engine/subprocess"
 	"meshd/internal/testbin"
@@ -55,46 +66,7 @@ import (
 // machine's disk alone can pass the target; the verdict is the raw
 // figure's, the rest says why.
 func BenchmarkDaemonCostPerServe(b *testing.B) {
-	runner := testbin.Build(b, "meshd/cmd/mesh-gguf")
-	dir := b.TempDir()
-	model := filepath.Join(dir, "tiny.gguf")
-	f, err := os.Create(model)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := gguf.Synth(f, gguf.Shape{Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FF: 128, Vocab: 320, Ctx: 256, Type: gguf.F32}, 7); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
-
-	var mu sync.Mutex
-	var last agent.Event
-	hooks := serveHooks{}
-	hooks.opts.Observe = func(ev agent.Event) {
-		mu.Lock()
-		last = ev
-		mu.Unlock()
-	}
-	d := benchDaemonWith(b, fmt.Sprintf(`
-[[backend]]
-name = "gguf"
-kind = "mesh-gguf"
-runner = %q
-model = %q
-context = 256
-threads = 1
-fidelity = 1
-uj_per_token = 40
-`, runner, model), hooks)
-	var child string
-	for _, bk := range d.node.Backends() {
-		if e, ok := bk.Engine.(*subprocess.Engine); ok {
-			child = e.URL()
-		}
-	}
-	if child == "" {
-		b.Fatal("no engine child")
-	}
+	d, child, lastEvent := ggufDaemon(b, "")
 	base := "http://" + d.addrs[0].String()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
 	direct := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
@@ -119,8 +91,7 @@ uj_per_token = 40
 	viaDaemon := func(prompt string) (time.Duration, agent.Phases, steward.SealTimes) {
 		body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": maxTokens})
 		el := post(hc, base+"/v1/serve", body, `"envelope":`)
-		mu.Lock()
-		defer mu.Unlock()
+		last := lastEvent()
 		if last.Sealed == nil {
 			b.Fatalf("the serve's event: %+v", last)
 		}
@@ -132,7 +103,7 @@ uj_per_token = 40
 			"temperature": 0, "seed": 0, "return_tokens": true})
 		return post(direct, child+"/completion", body, `"tokens_predicted"`)
 	}
-	sf, err := os.OpenFile(filepath.Join(dir, "fsync-probe"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	sf, err := os.OpenFile(filepath.Join(b.TempDir(), "fsync-probe"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -215,3 +186,247 @@ uj_per_token = 40
 // costRows name the breakdown's rows, in the order they are measured.
 var costRows = []string{"http+json", "admit", "grant+hold", "route", "hop to the engine",
 	"seal: build (receipt, CBOR)", "seal: sign (Ed25519)", "seal: append (write)", "seal: fsync (the log's)", "seal: rest", "settle"}
+
+// ggufDaemon starts a daemon (with extra config) in front of a mesh-gguf
+// child on a small synthesised GGUF, returning it, the child's URL and
+// the last serve's event.
+func ggufDaemon(b *testing.B, extra string) (*daemon, string, func() agent.Event) {
+	runner := testbin.Build(b, "meshd/cmd/mesh-gguf")
+	model := filepath.Join(b.TempDir(), "tiny.gguf")
+	f, err := os.Create(model)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := gguf.Synth(f, gguf.Shape{Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FF: 128, Vocab: 320, Ctx: 256, Type: gguf.F32}, 7); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	var mu sync.Mutex
+	var last agent.Event
+	hooks := serveHooks{}
+	hooks.opts.Observe = func(ev agent.Event) {
+		mu.Lock()
+		last = ev
+		mu.Unlock()
+	}
+	d := benchDaemonWith(b, fmt.Sprintf(`
+[[backend]]
+name = "gguf"
+kind = "mesh-gguf"
+runner = %q
+model = %q
+context = 256
+threads = 1
+fidelity = 1
+uj_per_token = 40
+%s`, runner, model, extra), hooks)
+	var child string
+	for _, bk := range d.node.Backends() {
+		if e, ok := bk.Engine.(*subprocess.Engine); ok {
+			child = e.URL()
+		}
+	}
+	if child == "" {
+		b.Fatal("no engine child")
+	}
+	return d, child, func() agent.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
+}
+
+// BenchmarkAuthCostPerServe is what authentication adds to a serve, set
+// against the daemon's own cost per serve measured in the same run. Two
+// daemons in front of mesh-gguf children, their loopback listeners open
+// to anonymous callers and taking credentials too: a plain one with a
+// bearer token among several, and one speaking TLS that maps a client
+// certificate. Each round is, in alternating order, the same serve
+// anonymous and with the token on the first, anonymous and with the
+// certificate on the second (each caller on its own keep-alive
+// connection, so no handshake is timed), and the first daemon's serve
+// against its child directly. Reported: the medians of the per-round
+// differences and their share of the daemon's cost (goal < 5 %).
+func BenchmarkAuthCostPerServe(b *testing.B) {
+	const token = "mshd_bench-token"
+	var tokens strings.Builder
+	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		h := auth.HashToken("other-" + n)
+		fmt.Fprintf(&tokens, "[[auth.token]]\nname = %q\nsha256 = \"%x\"\nroles = [\"serve\"]\n", n, h[:])
+	}
+	h := auth.HashToken(token)
+	fmt.Fprintf(&tokens, "[[auth.token]]\nname = \"bench\"\nsha256 = \"%x\"\nroles = [\"serve\"]\n", h[:])
+	plain, child, _ := ggufDaemon(b, "\n[auth]\nanonymous = [\"serve\", \"read\", \"operate\"]\n"+tokens.String())
+
+	dir := b.TempDir()
+	ca := benchCert(b, nil, "meshd clients")
+	srv := benchCert(b, &ca, "127.0.0.1")
+	cli := benchCert(b, &ca, "bench-01")
+	files := map[string][]byte{"ca.pem": ca.certPEM, "server.pem": srv.certPEM, "server.key": srv.keyPEM}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tlsd, _, _ := ggufDaemon(b, fmt.Sprintf(`
+[listen.tls]
+cert_file = %q
+key_file = %q
+client_ca_file = %q
+
+[auth]
+anonymous = ["serve", "read", "operate"]
+[[auth.cert]]
+name = "bench"
+subject = "bench-01"
+roles = ["serve"]
+`, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.pem")))
+
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	pair, err := tls.X509KeyPair(cli.certPEM, cli.keyPEM)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := func(tc *tls.Config) *http.Client {
+		return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, TLSClientConfig: tc}}
+	}
+	anon, withToken, direct := client(nil), client(nil), client(nil)
+	tlsAnon := client(&tls.Config{RootCAs: roots})
+	tlsCert := client(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}})
+	for _, c := range []*http.Client{anon, withToken, direct, tlsAnon, tlsCert} {
+		defer c.CloseIdleConnections()
+	}
+	plainURL, tlsURL := "http://"+plain.addrs[0].String(), "https://"+tlsd.addrs[0].String()
+	const maxTokens = 4
+	post := func(c *http.Client, url, bearer string, body []byte, want string) time.Duration {
+		req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		t0 := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		el := time.Since(t0)
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(data, []byte(want)) {
+			b.Fatalf("%s: %v %d %s", url, err, resp.StatusCode, data)
+		}
+		return el
+	}
+	serve := func(c *http.Client, base, bearer, prompt string) time.Duration {
+		body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": maxTokens})
+		return post(c, base+"/v1/serve", bearer, body, `"envelope":`)
+	}
+	straight := func(prompt string) time.Duration {
+		body, _ := json.Marshal(map[string]any{"prompt": prompt, "n_predict": maxTokens, "cache_prompt": true,
+			"temperature": 0, "seed": 0, "return_tokens": true})
+		return post(direct, child+"/completion", "", body, `"tokens_predicted"`)
+	}
+	// Each step is one serve; a round runs them all, in alternating order.
+	type step struct {
+		f   func(string) time.Duration
+		got *time.Duration
+	}
+	var tAnon, tTok, tTLS, tCert, tVia, tDirect time.Duration
+	steps := []step{
+		{func(p string) time.Duration { return serve(anon, plainURL, "", p) }, &tAnon},
+		{func(p string) time.Duration { return serve(withToken, plainURL, token, p) }, &tTok},
+		{func(p string) time.Duration { return serve(tlsAnon, tlsURL, "", p) }, &tTLS},
+		{func(p string) time.Duration { return serve(tlsCert, tlsURL, "", p) }, &tCert},
+		{func(p string) time.Duration { return serve(anon, plainURL, "", p) }, &tVia},
+		{straight, &tDirect},
+	}
+	for i := range 10 { // warm up: connections and handshakes, the children's caches
+		for _, s := range steps {
+			s.f(fmt.Sprintf("warm %d", i))
+		}
+	}
+	n := max(b.N, 30)
+	var tokD, certD, cost []time.Duration
+	b.ResetTimer()
+	for i := range n {
+		p := fmt.Sprintf("the quick brown fox %d", 1000+i)
+		for k := range steps {
+			if i%2 == 1 {
+				k = len(steps) - 1 - k
+			}
+			*steps[k].got = steps[k].f(p)
+		}
+		tokD, certD, cost = append(tokD, tTok-tAnon), append(certD, tCert-tTLS), append(cost, tVia-tDirect)
+	}
+	b.StopTimer()
+	med := func(xs []time.Duration) time.Duration {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return percentile(s, 0.5)
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	// A median's standard error, from the spread (the interquartile range
+	// over 1.349 is σ for a normal spread): the rounds' noise, mostly the
+	// disk's, is far larger than a credential check.
+	se := func(xs []time.Duration) float64 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		sigma := float64(percentile(s, 0.75)-percentile(s, 0.25)) / 1.349
+		return 1.2533 * sigma / math.Sqrt(float64(len(s))) / float64(time.Microsecond)
+	}
+	tk, ct, c := med(tokD), med(certD), med(cost)
+	share := func(d time.Duration) float64 { return 100 * float64(d) / float64(c) }
+	b.ReportMetric(us(tk), "token-µs")
+	b.ReportMetric(us(ct), "mtls-µs")
+	b.ReportMetric(us(c), "cost-median-µs")
+	b.ReportMetric(share(max(tk, ct)), "%auth/cost")
+	verdict := "met"
+	if share(max(tk, ct)) >= 5 {
+		verdict = "NOT met"
+	}
+	if b.N > 1 {
+		fmt.Printf("authentication per serve over %d interleaved rounds (keep-alive): bearer token %+.1f ± %.1f µs, mTLS %+.1f ± %.1f µs (medians ± their standard error); the daemon's cost per serve in the same run %.0f µs: %.1f %% and %.1f %% of it; goal < 5 %%: %s\n",
+			n, us(tk), se(tokD), us(ct), se(certD), us(c), share(tk), share(ct), verdict)
+	}
+}
+
+// benchKey is a certificate and its key, PEM-encoded, and the parsed
+// certificate (for a CA).
+type benchKey struct {
+	cert            *x509.Certificate
+	key             *ecdsa.PrivateKey
+	certPEM, keyPEM []byte
+}
+
+// benchCert issues a certificate for cn (an IP address or a name) signed
+// by ca, or a CA of its own when ca is nil.
+func benchCert(b *testing.B, ca *benchKey, cn string) benchKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	parent, signer := tpl, k
+	if ca == nil {
+		tpl.IsCA, tpl.BasicConstraintsValid, tpl.KeyUsage = true, true, x509.KeyUsageCertSign
+	} else {
+		tpl.KeyUsage = x509.KeyUsageDigitalSignature
+		tpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+		if ip := net.ParseIP(cn); ip != nil {
+			tpl.IPAddresses = []net.IP{ip}
+		} else {
+			tpl.DNSNames = []string{cn}
+		}
+		parent, signer = ca.cert, ca.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, parent, &k.PublicKey, signer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	kb, _ := x509.MarshalECPrivateKey(k)
+	return benchKey{cert: c, key: k, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})}
+}
