@@ -3,7 +3,11 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
+
+	"meshd/agent"
+	"meshd/steward"
 )
 
 // Fields encode to the very bytes encoding/json makes of the same
@@ -47,4 +51,61 @@ func TestFieldsEncodeAsMap(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A serve's reply written straight from the receipt is byte for byte what
+// encoding/json makes of serveReply, whatever the output text holds, with
+// a settling error or without, with route candidates or without.
+func TestServeReplyBytes(t *testing.T) {
+	sd := sealedForReply(t)
+	bare := *sd
+	r := *sd.Receipt
+	r.RouteCandidates = nil
+	bare.Receipt = &r
+	for _, c := range []struct {
+		name     string
+		sealed   *steward.Sealed
+		output   string
+		settling error
+	}{
+		{"plain", sd, "four tokens out", nil},
+		{"escapes", sd, "a \"quote\", a \\ and <html> & \u2028 µ\n\t\x01 \xff", nil},
+		{"empty output", sd, "", nil},
+		{"settling error", sd, "out", errors.New(`ledger said "no" <now>`)},
+		{"no route candidates", &bare, "out", nil},
+	} {
+		resp := &agent.Response{Sealed: c.sealed, Output: []byte(c.output)}
+		got, err := appendServeReply(nil, resp, c.settling)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if want := encodeJSONBytes(t, newServeReply(resp, c.settling)); !bytes.Equal(got, want) {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, want)
+		}
+	}
+}
+
+// A receipt with foreign extensions is written as its map is.
+func TestReceiptFieldsForeign(t *testing.T) {
+	sd := sealedForReply(t)
+	r := *sd.Receipt
+	r.Foreign = []steward.Extension{{Key: "x_zeta", Value: []byte{0x03}}, {Key: "a_first", Value: []byte("<x>")}}
+	got, err := appendReceiptFields(nil, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.TrimSuffix(encodeJSONBytes(t, ReceiptFields(&r)), []byte("\n"))
+	if !bytes.Equal(got, want) || !bytes.Contains(got, []byte(`"a_first":`)) {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+}
+
+func encodeJSONBytes(t *testing.T, v any) []byte {
+	var buf bytes.Buffer
+	e := json.NewEncoder(&buf)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"meshd/agent"
 	"meshd/steward"
 	"meshd/wire"
 )
@@ -77,4 +78,47 @@ func BenchmarkReceiptJSON(b *testing.B) {
 	b.ReportMetric(mm/1e3, "µs/map")
 	b.ReportMetric(fm/1e3, "µs/fields")
 	b.ReportMetric(fm/mm, "fields/map")
+}
+
+// BenchmarkServeReply is a serve's reply written straight from the
+// receipt (appendServeReply) against encoding/json's encoding of the same
+// reply, in interleaved rounds; reported: each one's median and their
+// ratio.
+func BenchmarkServeReply(b *testing.B) {
+	sd := sealedForReply(b)
+	resp := &agent.Response{Sealed: sd, Output: []byte("four tokens out")}
+	const perRound = 200
+	round := func(f func()) float64 {
+		t := time.Now()
+		for range perRound {
+			f()
+		}
+		return float64(time.Since(t).Nanoseconds()) / perRound
+	}
+	viaJSON := func() {
+		var buf bytes.Buffer
+		e := json.NewEncoder(&buf)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(newServeReply(resp, nil)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	direct := func() {
+		if _, err := appendServeReply(make([]byte, 0, 4096), resp, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var js, ds []float64
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			js, ds = append(js, round(viaJSON)), append(ds, round(direct))
+		} else {
+			ds, js = append(ds, round(direct)), append(js, round(viaJSON))
+		}
+	}
+	med := func(x []float64) float64 { slices.Sort(x); return x[len(x)/2] }
+	jm, dm := med(js), med(ds)
+	b.ReportMetric(jm/1e3, "µs/encoding-json")
+	b.ReportMetric(dm/1e3, "µs/direct")
+	b.ReportMetric(dm/jm, "direct/encoding-json")
 }
