@@ -88,14 +88,17 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 		}
 		return el
 	}
-	viaDaemon := func(prompt string) (time.Duration, agent.Phases, steward.SealTimes) {
+	// viaDaemon returns the serve's time at the client, the time from the
+	// agent's end of it to the reply's arrival, and its phases.
+	viaDaemon := func(prompt string) (time.Duration, time.Duration, agent.Phases, steward.SealTimes) {
 		body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": maxTokens})
 		el := post(hc, base+"/v1/serve", body, `"envelope":`)
+		end := time.Now()
 		last := lastEvent()
 		if last.Sealed == nil {
-			b.Fatalf("the serve's event: %+v", last)
+			b.Fatalf("the serve's event: %+v", last.Event)
 		}
-		return el, last.Phases, last.Sealed.Took
+		return el, end.Sub(last.at), last.Phases, last.Sealed.Took
 	}
 	// The body the adapter posts (engine/subprocess completionRequest).
 	straight := func(prompt string) time.Duration {
@@ -131,21 +134,21 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 	b.ResetTimer()
 	for i := range n {
 		p := prompt(1000 + i)
-		var dt, st time.Duration
+		var dt, out, st time.Duration
 		var ph agent.Phases
 		var sk steward.SealTimes
 		if i%2 == 0 {
-			dt, ph, sk = viaDaemon(p)
+			dt, out, ph, sk = viaDaemon(p)
 			st = straight(p)
 		} else {
 			st = straight(p)
-			dt, ph, sk = viaDaemon(p)
+			dt, out, ph, sk = viaDaemon(p)
 		}
 		fs := fsync()
 		inAgent := ph.Admit + ph.Grant + ph.Route + ph.Engine + ph.Seal + ph.Settle
 		cost, directs, syncs = append(cost, dt-st), append(directs, st), append(syncs, fs)
 		lessFsync = append(lessFsync, dt-st-fs)
-		for j, v := range []time.Duration{dt - inAgent, ph.Admit, ph.Grant, ph.Route, ph.Engine - st,
+		for j, v := range []time.Duration{dt - inAgent, dt - inAgent - out, out, ph.Admit, ph.Grant, ph.Route, ph.Engine - st,
 			sk.Build, sk.Sign, sk.Write, sk.Fsync, ph.Seal - sk.Build - sk.Sign - sk.Write - sk.Fsync, ph.Settle} {
 			rows[j] = append(rows[j], v)
 		}
@@ -184,13 +187,13 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 }
 
 // costRows name the breakdown's rows, in the order they are measured.
-var costRows = []string{"http+json", "admit", "grant+hold", "route", "hop to the engine",
+var costRows = []string{"http+json", "  in (request to the agent)", "  out (reply to the client)", "admit", "grant+hold", "route", "hop to the engine",
 	"seal: build (receipt, CBOR)", "seal: sign (Ed25519)", "seal: append (write)", "seal: fsync (the log's)", "seal: rest", "settle"}
 
 // ggufDaemon starts a daemon (with extra config) in front of a mesh-gguf
 // child on a small synthesised GGUF, returning it, the child's URL and
 // the last serve's event.
-func ggufDaemon(b *testing.B, extra string) (*daemon, string, func() agent.Event) {
+func ggufDaemon(b *testing.B, extra string) (*daemon, string, func() lastServe) {
 	runner := testbin.Build(b, "meshd/cmd/mesh-gguf")
 	model := filepath.Join(b.TempDir(), "tiny.gguf")
 	f, err := os.Create(model)
@@ -202,11 +205,12 @@ func ggufDaemon(b *testing.B, extra string) (*daemon, string, func() agent.Event
 	}
 	f.Close()
 	var mu sync.Mutex
-	var last agent.Event
+	var last lastServe
 	hooks := serveHooks{}
 	hooks.opts.Observe = func(ev agent.Event) {
+		at := time.Now()
 		mu.Lock()
-		last = ev
+		last = lastServe{ev, at}
 		mu.Unlock()
 	}
 	d := benchDaemonWith(b, fmt.Sprintf(`
@@ -229,11 +233,18 @@ uj_per_token = 40
 	if child == "" {
 		b.Fatal("no engine child")
 	}
-	return d, child, func() agent.Event {
+	return d, child, func() lastServe {
 		mu.Lock()
 		defer mu.Unlock()
 		return last
 	}
+}
+
+// lastServe is a serve's event and when the agent told it, at the end of
+// the serve, before the handler writes the reply.
+type lastServe struct {
+	agent.Event
+	at time.Time
 }
 
 // BenchmarkAuthCostPerServe is what authentication adds to a serve, set
