@@ -252,12 +252,13 @@ type lastServe struct {
 // daemons in front of mesh-gguf children, their loopback listeners open
 // to anonymous callers and taking credentials too: a plain one with a
 // bearer token among several, and one speaking TLS that maps a client
-// certificate. Each round is, in alternating order, the same serve
-// anonymous and with the token on the first, anonymous and with the
-// certificate on the second (each caller on its own keep-alive
-// connection, so no handshake is timed), and the first daemon's serve
-// against its child directly. Reported: the medians of the per-round
-// differences and their share of the daemon's cost (goal < 5 %).
+// certificate. Each round is three pairs of the same serve: anonymous and
+// with the token on the first daemon, anonymous and with the certificate
+// on the second (each caller on its own keep-alive connection, so no
+// handshake is timed), and the first daemon's serve against its child
+// directly; each pair after a direct call, its order alternating.
+// Reported: the medians of the per-round differences and their share of
+// the daemon's cost (goal < 5 %).
 func BenchmarkAuthCostPerServe(b *testing.B) {
 	const token = "mshd_bench-token"
 	var tokens strings.Builder
@@ -295,7 +296,7 @@ roles = ["serve"]
 
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
-	pair, err := tls.X509KeyPair(cli.certPEM, cli.keyPEM)
+	cliCert, err := tls.X509KeyPair(cli.certPEM, cli.keyPEM)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -304,7 +305,7 @@ roles = ["serve"]
 	}
 	anon, withToken, direct := client(nil), client(nil), client(nil)
 	tlsAnon := client(&tls.Config{RootCAs: roots})
-	tlsCert := client(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}})
+	tlsCert := client(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cliCert}})
 	for _, c := range []*http.Client{anon, withToken, direct, tlsAnon, tlsCert} {
 		defer c.CloseIdleConnections()
 	}
@@ -338,37 +339,38 @@ roles = ["serve"]
 			"temperature": 0, "seed": 0, "return_tokens": true})
 		return post(direct, child+"/completion", "", body, `"tokens_predicted"`)
 	}
-	// Each step is one serve; a round runs them all, in alternating order.
-	type step struct {
-		f   func(string) time.Duration
-		got *time.Duration
-	}
-	var tAnon, tTok, tTLS, tCert, tVia, tDirect time.Duration
-	steps := []step{
-		{func(p string) time.Duration { return serve(anon, plainURL, "", p) }, &tAnon},
-		{func(p string) time.Duration { return serve(withToken, plainURL, token, p) }, &tTok},
-		{func(p string) time.Duration { return serve(tlsAnon, tlsURL, "", p) }, &tTLS},
-		{func(p string) time.Duration { return serve(tlsCert, tlsURL, "", p) }, &tCert},
-		{func(p string) time.Duration { return serve(anon, plainURL, "", p) }, &tVia},
-		{straight, &tDirect},
+	anonPlain := func(p string) time.Duration { return serve(anon, plainURL, "", p) }
+	tokPlain := func(p string) time.Duration { return serve(withToken, plainURL, token, p) }
+	anonTLS := func(p string) time.Duration { return serve(tlsAnon, tlsURL, "", p) }
+	certTLS := func(p string) time.Duration { return serve(tlsCert, tlsURL, "", p) }
+	// pair runs x and y back to back, y first when flip: the second of
+	// two serves on one daemon follows the first's fsync, so each side
+	// takes each place equally often, and a direct call before the pair
+	// (no fsync) makes what precedes its first alike.
+	pair := func(x, y func(string) time.Duration, p string, flip bool) (tx, ty time.Duration) {
+		straight(p)
+		if flip {
+			ty = y(p)
+			return x(p), ty
+		}
+		tx = x(p)
+		return tx, y(p)
 	}
 	for i := range 10 { // warm up: connections and handshakes, the children's caches
-		for _, s := range steps {
-			s.f(fmt.Sprintf("warm %d", i))
-		}
+		w := fmt.Sprintf("warm %d", i)
+		pair(anonPlain, tokPlain, w, false)
+		pair(anonTLS, certTLS, w, false)
 	}
 	n := max(b.N, 30)
 	var tokD, certD, cost []time.Duration
 	b.ResetTimer()
 	for i := range n {
 		p := fmt.Sprintf("the quick brown fox %d", 1000+i)
-		for k := range steps {
-			if i%2 == 1 {
-				k = len(steps) - 1 - k
-			}
-			*steps[k].got = steps[k].f(p)
-		}
-		tokD, certD, cost = append(tokD, tTok-tAnon), append(certD, tCert-tTLS), append(cost, tVia-tDirect)
+		flip := i%2 == 1
+		ta, tt := pair(anonPlain, tokPlain, p, flip)
+		tn, tc := pair(anonTLS, certTLS, p, flip)
+		tv, td := pair(anonPlain, straight, p, flip)
+		tokD, certD, cost = append(tokD, tt-ta), append(certD, tc-tn), append(cost, tv-td)
 	}
 	b.StopTimer()
 	med := func(xs []time.Duration) time.Duration {
