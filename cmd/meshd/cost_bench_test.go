@@ -57,7 +57,11 @@ import (
 //     frame's write), fsync (the log's own), and the rest of the seal
 //     phase (nonce, the log's lock, the chain's bookkeeping);
 //   - the bare write+fdatasync: what the disk alone takes for a durable
-//     frame, the floor under the log's fsync.
+//     frame, the floor under the log's fsync;
+//   - a bare HTTP round trip to the daemon (GET /healthz), for
+//     scale: http+json holds the client's side of the exchange too (the
+//     direct call's own client side, subtracted from the hop, balances
+//     it in the cost).
 //
 // Reported: cost-median-µs (target ≤ 500), direct-median-µs,
 // fsync-median-µs (the bare baseline) and cost-less-fsync-median-µs: the
@@ -122,6 +126,22 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
+	// roundTrip is a bare HTTP exchange with the daemon on the same
+	// client: GET /healthz, a small JSON answer. Most of
+	// http+json is this.
+	roundTrip := func() time.Duration {
+		t0 := time.Now()
+		resp, err := hc.Get(base + "/healthz")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("healthz: %v %d", err, resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
 	prompt := func(i int) string { return fmt.Sprintf("the quick brown fox %d", i) }
 	for i := range 20 { // warm up: connections, the child's caches, the log
 		viaDaemon(prompt(i))
@@ -129,7 +149,7 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 	}
 
 	n := max(b.N, 30)
-	var cost, lessFsync, directs, syncs []time.Duration
+	var cost, lessFsync, directs, syncs, trips []time.Duration
 	rows := make([][]time.Duration, len(costRows))
 	b.ResetTimer()
 	for i := range n {
@@ -145,8 +165,9 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 			dt, out, ph, sk = viaDaemon(p)
 		}
 		fs := fsync()
+		rt := roundTrip()
 		inAgent := ph.Admit + ph.Grant + ph.Route + ph.Engine + ph.Seal + ph.Settle
-		cost, directs, syncs = append(cost, dt-st), append(directs, st), append(syncs, fs)
+		cost, directs, syncs, trips = append(cost, dt-st), append(directs, st), append(syncs, fs), append(trips, rt)
 		lessFsync = append(lessFsync, dt-st-fs)
 		for j, v := range []time.Duration{dt - inAgent, dt - inAgent - out, out, ph.Admit, ph.Grant, ph.Route, ph.Engine - st,
 			sk.Build, sk.Sign, sk.Write, sk.Fsync, ph.Seal - sk.Build - sk.Sign - sk.Write - sk.Fsync, ph.Settle} {
@@ -175,6 +196,7 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 		n, us(c), us(med(directs)), verdict)
 	fmt.Fprintf(&sb, "  a bare write+fdatasync of a receipt-sized frame here: %.0f µs; the cost less it (median over pairs): %.0f µs\n",
 		us(fs), us(med(lessFsync)))
+	fmt.Fprintf(&sb, "  a bare HTTP round trip to the daemon on the same client (GET /healthz): %.0f µs\n", us(med(trips)))
 	for j, name := range costRows {
 		fmt.Fprintf(&sb, "  %-28s %7.1f µs\n", name, us(med(rows[j])))
 	}
