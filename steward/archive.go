@@ -198,6 +198,23 @@ func NewBudget(l *Log, opt BudgetOptions) (*Budget, error) {
 // Limit is the budget in bytes (0: none).
 func (b *Budget) Limit() int64 { return b.limit }
 
+// Due says whether a pass could change anything now: the log is past its
+// low water, so a pass moves segments out or records why it cannot, or it
+// rotated since the closed files were measured. Below it a pass would
+// only measure; a caller that passes after each seal asks Due first and
+// spares every serve a directory scan and a hand-off to its pass. Due
+// itself never scans: it is on the serve's path.
+func (b *Budget) Due() bool {
+	if b.limit == 0 {
+		return false
+	}
+	seg, size := b.log.writing()
+	b.mu.Lock()
+	stale, closed := seg != b.closedAt, b.closed
+	b.mu.Unlock()
+	return stale || closed+size > b.lowWater()
+}
+
 // Manifest returns the segments that left the log, oldest first.
 func (b *Budget) Manifest() []Archived {
 	b.mu.Lock()

@@ -132,6 +132,56 @@ func TestBudgetSoak(t *testing.T) {
 	l2.Close()
 }
 
+// TestBudgetDue: a pass is due only past the low water. A node that passes
+// only when Due (not after every seal) still keeps the log under its limit
+// with nothing refused, and a budget without a limit is never due.
+func TestBudgetDue(t *testing.T) {
+	const n = 600
+	k := testKey(t)
+	_, free, _ := openTestLog(t, filepath.Join(t.TempDir(), "receipts"), k, soakOptions())
+	fb, err := NewBudget(free, BudgetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "receipts")
+	_, l, _ := openTestLog(t, dir, k, soakOptions())
+	b, err := NewBudget(l, BudgetOptions{MaxBytes: soakLimit, Reserve: 4 << 10, ArchiveDir: t.TempDir(), Clock: stepClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := New(k, l, Options{Clock: testClock, Admit: b.Admit})
+	stFree := New(k, free, Options{Clock: testClock})
+	passes := 0
+	for i := 0; i < n; i++ {
+		if _, err := st.Seal(bg, draft(i)); err != nil {
+			t.Fatalf("seal %d: %v", i, err)
+		}
+		if _, err := stFree.Seal(bg, draft(i)); err != nil {
+			t.Fatalf("seal %d without a limit: %v", i, err)
+		}
+		if fb.Due() {
+			t.Fatalf("after receipt %d a budget without a limit is due", i)
+		}
+		due := b.Due()
+		if over := b.Bytes() > b.lowWater(); over && !due {
+			t.Fatalf("after receipt %d: not due with %d bytes, past the low water %d", i, b.Bytes(), b.lowWater())
+		}
+		if due {
+			passes++
+			if _, err := b.Pass(bg); err != nil {
+				t.Fatalf("pass after %d: %v", i, err)
+			}
+		}
+		if got := dirBytes(t, dir); got > soakLimit {
+			t.Fatalf("after receipt %d the log holds %d bytes, over its limit %d", i, got, soakLimit)
+		}
+	}
+	if passes == 0 || passes >= n/2 || len(b.Manifest()) == 0 {
+		t.Fatalf("%d passes were due over %d receipts, %d segments archived", passes, n, len(b.Manifest()))
+	}
+	t.Logf("%d of %d seals needed a pass", passes, n)
+}
+
 // TestBudgetNeverDeletesUnacknowledged: with no archive directory only
 // segments a stream acknowledged whole are removed; until then the log
 // fills to its budget and seals are refused with ErrStorage, naming the

@@ -562,29 +562,32 @@ type BuildFunc func(seq uint64, prev *wire.ContentID) ([]byte, error)
 // Append sequences one envelope and returns once it is durable. If build
 // fails, nothing is consumed: the next Append gets the same sequence.
 func (l *Log) Append(ctx context.Context, build BuildFunc) (uint64, wire.ContentID, error) {
-	return l.appendAs(ctx, nil, build)
+	seq, id, _, err := l.appendAs(ctx, nil, build)
+	return seq, id, err
 }
 
 // appendAs is Append for a steward whose key signs the envelope: it is
-// refused unless the chain so far is signed by the same key.
-func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build BuildFunc) (uint64, wire.ContentID, error) {
+// refused unless the chain so far is signed by the same key. It also
+// returns where the wait for durability went.
+func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build BuildFunc) (uint64, wire.ContentID, framelog.Took, error) {
+	var took framelog.Took
 	if err := ctx.Err(); err != nil {
-		return 0, wire.ContentID{}, err
+		return 0, wire.ContentID{}, took, err
 	}
 	l.mu.Lock()
 	switch {
 	case l.closed:
 		l.mu.Unlock()
-		return 0, wire.ContentID{}, ErrClosed
+		return 0, wire.ContentID{}, took, ErrClosed
 	case l.err != nil:
 		if err := l.healLocked(); err != nil {
 			l.mu.Unlock()
-			return 0, wire.ContentID{}, err
+			return 0, wire.ContentID{}, took, err
 		}
 	}
 	if signer != nil && l.steward != nil && !bytes.Equal(signer, l.steward) {
 		l.mu.Unlock()
-		return 0, wire.ContentID{}, fmt.Errorf("%w: its chain is signed by %x, not by %x; refusing to append", ErrForeignSteward, []byte(l.steward), []byte(signer))
+		return 0, wire.ContentID{}, took, fmt.Errorf("%w: its chain is signed by %x, not by %x; refusing to append", ErrForeignSteward, []byte(l.steward), []byte(signer))
 	}
 	seq := l.next
 	var prev *wire.ContentID
@@ -608,7 +611,7 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 	}
 	if err != nil {
 		l.mu.Unlock()
-		return 0, wire.ContentID{}, err
+		return 0, wire.ContentID{}, took, err
 	}
 	id := wire.ContentOf(env)
 	l.head, l.next = id, seq+1
@@ -622,13 +625,14 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 	l.mu.Unlock()
 	// The receipt is sequenced: it is waited for even if ctx ends now, so
 	// that a caller never mistakes a durable receipt for a failed one.
-	if err := w.Sync(end); err != nil {
+	took, err = w.SyncTook(end)
+	if err != nil {
 		// Not durable, so never acknowledged: the heal that the next
 		// append (or a readiness check) runs cuts it off and rolls the
 		// head back past it. A sealer that comes here only after that
 		// heal ran must not fail the healed log again (failWriter).
 		l.failWriter(w, err)
-		return 0, wire.ContentID{}, fmt.Errorf("receipt log: %w", err)
+		return 0, wire.ContentID{}, took, fmt.Errorf("receipt log: %w", err)
 	}
 	// Frames are written in order, so everything before this one is
 	// durable too.
@@ -648,10 +652,10 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 			// checkpoint's file too.
 			l.fail(err)
 		case err != nil:
-			return seq, id, fmt.Errorf("receipt %d is durable, but the checkpoint after it failed: %w", seq, err)
+			return seq, id, took, fmt.Errorf("receipt %d is durable, but the checkpoint after it failed: %w", seq, err)
 		}
 	}
-	return seq, id, nil
+	return seq, id, took, nil
 }
 
 func (l *Log) checkpointed() uint64 {

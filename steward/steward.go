@@ -60,6 +60,16 @@ type Sealed struct {
 	Receipt  *Receipt
 	Envelope []byte
 	ID       wire.ContentID
+	// Took is where sealing it took its time.
+	Took SealTimes
+}
+
+// SealTimes is where a seal's time went, on the wall clock: Build, the
+// receipt assembled and its core encoded; Sign, its signature; Write, the
+// frame's write; Fsync, making it durable (its fsync, or the wait for the
+// group commit that covered it).
+type SealTimes struct {
+	Build, Sign, Write, Fsync time.Duration
 }
 
 // Steward seals receipts into its log.
@@ -252,7 +262,8 @@ func (s *Steward) Seal(ctx context.Context, d Draft) (*Sealed, error) {
 	}
 	now := s.clock()
 	var out Sealed
-	_, id, err := s.log.appendAs(ctx, s.key.Public(), func(seq uint64, prev *wire.ContentID) ([]byte, error) {
+	_, id, took, err := s.log.appendAs(ctx, s.key.Public(), func(seq uint64, prev *wire.ContentID) ([]byte, error) {
+		t0 := time.Now()
 		r, err := s.Build(d, seq, prev, nonce, now)
 		if err != nil {
 			return nil, err
@@ -261,16 +272,19 @@ func (s *Steward) Seal(ctx context.Context, d Draft) (*Sealed, error) {
 		if err != nil {
 			return nil, err
 		}
+		t1 := time.Now()
 		env, err := Sign1(s.key, core)
 		if err != nil {
 			return nil, err
 		}
 		out.Receipt, out.Envelope = r, env
+		out.Took.Build, out.Took.Sign = t1.Sub(t0), time.Since(t1)
 		return env, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	out.ID = id
+	out.Took.Write, out.Took.Fsync = took.Write, took.Fsync
 	return &out, nil
 }

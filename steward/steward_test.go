@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"meshd/wire"
 )
@@ -287,5 +288,27 @@ func TestStorageAsksAdmit(t *testing.T) {
 	refuse = full
 	if err := st.Storage(); !errors.Is(err, ErrStorage) {
 		t.Fatalf("storage at the budget: %v, want ErrStorage", err)
+	}
+}
+
+// A seal says where its time went, and its parts fit within it.
+func TestSealTimes(t *testing.T) {
+	k := testKey(t)
+	st, l, _ := openTestLog(t, filepath.Join(t.TempDir(), "r"), k, LogOptions{})
+	defer l.Close()
+	for i := range 3 {
+		t0 := time.Now()
+		s, err := st.Seal(context.Background(), draft(i))
+		el := time.Since(t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk := s.Took
+		if tk.Build <= 0 || tk.Sign <= 0 || tk.Write <= 0 || tk.Fsync <= 0 {
+			t.Fatalf("seal %d: times %+v, want each positive", i, tk)
+		}
+		if sum := tk.Build + tk.Sign + tk.Write + tk.Fsync; sum > el {
+			t.Fatalf("seal %d: parts %+v add up to %v, more than the seal's %v", i, tk, sum, el)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,11 +270,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+	writeBody(w, status, buf.Bytes())
+}
+
+// writeBody sends a JSON body encoded whole.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
 
 func writeError(w http.ResponseWriter, status int, e apiError) {
@@ -415,10 +421,10 @@ func serveStatus(err error) (int, apiError) {
 // Receipt is a sealed receipt as JSON: the receipt's own field names, the
 // envelope in base64, its content id.
 type Receipt struct {
-	ID       string         `json:"id"`
-	Sequence uint64         `json:"sequence"`
-	Receipt  map[string]any `json:"receipt"`
-	Envelope string         `json:"envelope"`
+	ID       string `json:"id"`
+	Sequence uint64 `json:"sequence"`
+	Receipt  Fields `json:"receipt"`
+	Envelope string `json:"envelope"`
 	// RouteCandidates is the receipt's x_route_candidates parsed.
 	RouteCandidates []RouteCandidate `json:"route_candidates,omitempty"`
 }
@@ -448,6 +454,94 @@ func ReceiptFields(r *steward.Receipt) map[string]any {
 		out[x.Key] = x.Value
 	}
 	return out
+}
+
+// Fields are a receipt's fields under their CBOR names (ReceiptFields).
+// They encode to exactly the bytes encoding/json makes of a
+// map[string]any — keys sorted, strings escaped alike — but write the
+// integers, booleans and plain strings a receipt holds without
+// reflection: a serve's reply carries one, and the map's reflective
+// encoding was a good part of the reply's cost.
+type Fields map[string]any
+
+// MarshalJSON implements json.Marshaler. Strings are written unescaped
+// for HTML; an encoder that escapes HTML does so over the result, as it
+// does over any Marshaler's.
+func (f Fields) MarshalJSON() ([]byte, error) {
+	if f == nil {
+		return []byte("null"), nil
+	}
+	keys := make([]string, 0, len(f))
+	for k := range f {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]byte, 0, 64*len(keys))
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		var err error
+		if out, err = appendJSONString(out, k); err != nil {
+			return nil, err
+		}
+		out = append(out, ':')
+		if out, err = appendJSONValue(out, f[k]); err != nil {
+			return nil, fmt.Errorf("receipt field %s: %w", k, err)
+		}
+	}
+	return append(out, '}'), nil
+}
+
+// appendJSONValue appends v's JSON: integers, booleans and strings
+// directly, anything else through encoding/json.
+func appendJSONValue(out []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case string:
+		return appendJSONString(out, x)
+	case uint64:
+		return strconv.AppendUint(out, x, 10), nil
+	case uint32:
+		return strconv.AppendUint(out, uint64(x), 10), nil
+	case uint16:
+		return strconv.AppendUint(out, uint64(x), 10), nil
+	case uint8:
+		return strconv.AppendUint(out, uint64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(out, x, 10), nil
+	case int:
+		return strconv.AppendInt(out, int64(x), 10), nil
+	case bool:
+		return strconv.AppendBool(out, x), nil
+	case nil:
+		return append(out, "null"...), nil
+	}
+	return appendEncoded(out, v)
+}
+
+// appendJSONString appends s quoted; a string with anything but printable
+// ASCII other than '"' and '\\' goes through encoding/json, whose escapes
+// (control characters, U+2028, invalid UTF-8) it then has exactly.
+func appendJSONString(out []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return appendEncoded(out, s)
+		}
+	}
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"'), nil
+}
+
+func appendEncoded(out []byte, v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return append(out, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
 }
 
 // receiptField is a field of steward.Receipt that has a CBOR name.

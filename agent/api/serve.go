@@ -127,17 +127,30 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, e)
 		return
 	}
+	setReceiptHeaders(w.Header(), resp.Sealed)
+	body, jerr := appendServeReply(make([]byte, 0, 4096), resp, err)
+	if jerr != nil {
+		// Not expected of a receipt the steward sealed; encoding/json
+		// says the same, or better.
+		writeJSON(w, http.StatusOK, newServeReply(resp, err))
+		return
+	}
+	writeBody(w, http.StatusOK, body)
+}
+
+// newServeReply is the reply to a sealed serve (appendServeReply writes
+// its JSON); settling is the error settling its grant's hold, if any.
+func newServeReply(resp *agent.Response, settling error) serveReply {
 	rc := resp.Sealed.Receipt
 	reply := serveReply{
 		Text:    string(resp.Output),
 		Outcome: map[string]any{"tokens_in": rc.TokensIn, "tokens_out": rc.TokensOut, "tokens_accepted": rc.TokensAccepted},
 		Backend: rc.Backend, Route: rc.Route, Receipt: receiptOf(resp.Sealed),
 	}
-	if err != nil {
-		reply.Settling = err.Error()
+	if settling != nil {
+		reply.Settling = settling.Error()
 	}
-	setReceiptHeaders(w.Header(), resp.Sealed)
-	writeJSON(w, http.StatusOK, reply)
+	return reply
 }
 
 // completionBody is OpenAI's completions request; fields meshd does not

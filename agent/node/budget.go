@@ -68,8 +68,9 @@ func (n *Node) budgetKeep() (uint64, error) {
 	return keep, nil
 }
 
-// budgetLoop runs a pass when woken (after each seal) and samples the
-// growth rate every sampleEvery.
+// budgetLoop runs a pass when woken (after a seal that left the log past
+// its low water) and every sampleEvery, which remeasures the directory and
+// samples the growth rate.
 func (n *Node) budgetLoop(ctx context.Context) {
 	defer close(n.budgetDone)
 	t := time.NewTicker(sampleEvery)
@@ -81,7 +82,7 @@ func (n *Node) budgetLoop(ctx context.Context) {
 		case <-n.budgetWake:
 			n.budgetPass()
 		case <-t.C:
-			n.budget.Note()
+			n.budgetPass()
 		}
 	}
 }
@@ -102,9 +103,11 @@ func (n *Node) budgetPass() {
 	}
 }
 
-// wakeBudget asks for a pass; it never blocks.
+// wakeBudget asks for a pass if one could move anything (below the low
+// water a pass only measures; the ticker samples the growth rate); it
+// never blocks.
 func (n *Node) wakeBudget() {
-	if n.budget == nil {
+	if n.budget == nil || !n.budget.Due() {
 		return
 	}
 	select {

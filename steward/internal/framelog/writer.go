@@ -109,14 +109,32 @@ func (w *Writer) Size() int64 {
 func (w *Writer) Sync(m Mark) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.flushTo(m, true)
+	return w.flushTo(m, true, nil)
+}
+
+// Took is where one Sync's time went: Write, the write(2) of the rounds it
+// ran itself; Fsync, the rest (its fsyncs, and waiting for a round another
+// caller ran).
+type Took struct {
+	Write, Fsync time.Duration
+}
+
+// SyncTook is Sync, telling where its time went.
+func (w *Writer) SyncTook(m Mark) (Took, error) {
+	t0 := time.Now()
+	var took Took
+	w.mu.Lock()
+	err := w.flushTo(m, true, &took.Write)
+	w.mu.Unlock()
+	took.Fsync = time.Since(t0) - took.Write
+	return took, err
 }
 
 // SyncAll makes everything enqueued so far durable.
 func (w *Writer) SyncAll() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, true)
+	return w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, true, nil)
 }
 
 // Write hands everything queued to the file without waiting for fsync,
@@ -128,11 +146,12 @@ func (w *Writer) Write() error {
 	if w.flushing || w.written == w.queued {
 		return w.err
 	}
-	return w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, false)
+	return w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, false, nil)
 }
 
-// flushTo is called with mu held; the write and fsync run unlocked.
-func (w *Writer) flushTo(m Mark, durable bool) error {
+// flushTo is called with mu held; the write and fsync run unlocked. With
+// wrote set, the time of the writes it runs is added to it.
+func (w *Writer) flushTo(m Mark, durable bool, wrote *time.Duration) error {
 	end := m.End
 	if m.Epoch == w.epoch && end > w.queued {
 		end = w.queued // nothing beyond what was enqueued can ever be flushed
@@ -165,7 +184,11 @@ func (w *Writer) flushTo(m Mark, durable bool) error {
 		w.mu.Unlock()
 		var err error
 		if len(buf) > 0 {
+			t := time.Now()
 			_, err = w.f.Write(buf)
+			if wrote != nil {
+				*wrote += time.Since(t)
+			}
 		}
 		synced := false
 		if err == nil && durable && !w.noSync {
@@ -276,7 +299,7 @@ func (w *Writer) Close() error {
 		w.mu.Unlock()
 		return nil
 	}
-	err := w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, true)
+	err := w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, true, nil)
 	for w.flushing {
 		w.cond.Wait()
 	}
