@@ -61,6 +61,25 @@ func mulQ5Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
 //go:noescape
 func mulQ6Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
 
+// mulQ5Kx8AVX2 is mulQ5Kx8AVX512 with AVX2 alone (matmul8k_amd64.s),
+// for CPUs without the AVX-512 row kernels.
+//
+//go:noescape
+func mulQ5Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
+
+// hasK8Kernel reports whether Q5_K or Q6_K matrices (typ) have an
+// eight-token kernel here: both with the AVX-512 row kernels, Q5_K with
+// AVX2 alone too.
+func hasK8Kernel(typ gguf.TensorType) bool {
+	switch typ {
+	case gguf.Q5_K:
+		return hasAVX512Rows || hasAVX2
+	case gguf.Q6_K:
+		return hasAVX512Rows
+	}
+	return false
+}
+
 // hasAVX512 selects the AVX-512 multi-token kernels: 64-byte integer
 // products (BW) with the multiply-add of VNNI. The tests turn it off to
 // run the AVX2 kernels too.
@@ -96,7 +115,7 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 	if lay, ok := q32LayoutOf(m.Type); ok && hasAVX512 && T >= 2 && m.Cols >= 32 {
 		return packQ32(lay.mul, m.Cols/32, T, qx)
 	}
-	if (m.Type == gguf.Q5_K || m.Type == gguf.Q6_K) && hasAVX512Rows {
+	if hasK8Kernel(m.Type) {
 		return m.packK56(T, qx)
 	}
 	if m.Type == gguf.Q4_K && hasAVX512 && T >= k16MinTokens && m.Cols >= qkK {
@@ -655,17 +674,19 @@ func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenP
 }
 
 // mulK56 runs the Q5_K or Q6_K eight-token kernel over the groups tp
-// packs and returns the tokens they cover (kGroups); 0 without AVX-512
-// (GFNI included) or a pack.
+// packs and returns the tokens they cover (kGroups); 0 without a kernel
+// (hasK8Kernel) or a pack.
 func (m *Matrix) mulK56(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	nb := m.Cols / qkK
 	n := r1 - r0
 	words, bsize, kernel := k8Words, 176, mulQ5Kx8AVX512
 	if m.Type == gguf.Q6_K {
 		words, bsize, kernel = k6Words, 210, mulQ6Kx8AVX512
+	} else if !hasAVX512Rows {
+		kernel = mulQ5Kx8AVX2
 	}
 	groups := kGroups(T)
-	if !hasAVX512Rows || tp == nil || n <= 0 || nb == 0 || groups == 0 || len(tp.k8) != groups*nb*words {
+	if !hasK8Kernel(m.Type) || tp == nil || n <= 0 || nb == 0 || groups == 0 || len(tp.k8) != groups*nb*words {
 		return 0
 	}
 	rb := m.rowBytes
