@@ -157,3 +157,123 @@ q5k8block:
 	JNZ  q5k8row
 	VZEROUPPER
 	RET
+
+// Q6_K, one row × eight tokens with AVX2 alone, after mulQ6Kx8AVX512:
+// each 32-value quarter's six-bit quants are formed once per super-block
+// as dotQ6KRowsAVX2 forms them (ql nibble | qh pair << 4) and applied to
+// the eight tokens with the quarter's two sub-block scales (VPMADDUBSW,
+// VPMADDWD); each token's −32·Σ scale·bsum (the token pack's bsums) is
+// added in, then the row kernel's combine float(d·dₐ)·float(isum) with
+// its roundings, so the results are MatVec's bits. Registers: Y0-Y7 the
+// tokens' isum lanes; Y8 a quarter's quants; Y9 its scales; Y10 a
+// product; Y11, Y12 ql and qh; Y13 bytes 0x03; Y14 bytes 0x0F; Y15 the
+// eight sums. Stack: the sixteen scales as int16 at 0, times −32 at 32.
+
+// Q6K8_QUARTER forms quarter q of half h (ql at 64h, or 64h+32 for odd
+// q, its high nibbles for q ≥ 2; qh at 128+32h, bits 2q and 2q+1; scales
+// 8h+2q and 8h+2q+1) and
+// applies it to the eight tokens (quants at 128h+32q).
+#define Q6K8_QUARTER(h, q, QLOFF, QLSH, QHSH) \
+	VMOVDQU      QLOFF(R10), Y11 \
+	VPSRLW       $QLSH, Y11, Y11 \
+	VPAND        Y14, Y11, Y11 \
+	VMOVDQU      128+32*h(R10), Y12 \
+	VPSRLW       $QHSH, Y12, Y12 \
+	VPAND        Y13, Y12, Y12 \
+	VPSLLW       $4, Y12, Y12 \
+	VPOR         Y12, Y11, Y8 \
+	VPBROADCASTW 16*h+4*q(SP), X9 \
+	VPBROADCASTW 16*h+4*q+2(SP), X10 \
+	VINSERTI128  $1, X10, Y9, Y9 \
+	Q6K8_TOKEN(DI, 128*h+32*q, Y0) \
+	Q6K8_TOKEN(R8, 128*h+32*q, Y1) \
+	Q6K8_TOKEN(R11, 128*h+32*q, Y2) \
+	Q6K8_TOKEN(R12, 128*h+32*q, Y3) \
+	Q6K8_TOKEN(R13, 128*h+32*q, Y4) \
+	Q6K8_TOKEN(R14, 128*h+32*q, Y5) \
+	Q6K8_TOKEN(BX, 128*h+32*q, Y6) \
+	Q6K8_TOKEN(DX, 128*h+32*q, Y7)
+
+#define Q6K8_TOKEN(qp, off, acc) \
+	VPMADDUBSW off(qp)(AX*1), Y8, Y10 \
+	VPMADDWD   Y9, Y10, Y10 \
+	VPADDD     Y10, acc, acc
+
+// Q6K8_MSUM adds token t's −32·Σ scale·bsum lanes into acc.
+#define Q6K8_MSUM(t, acc) \
+	VPMADDWD 32*t(SI), Y9, Y10 \
+	VPADDD   Y10, acc, acc
+
+// func mulQ6Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
+TEXT ·mulQ6Kx8AVX2(SB), NOSPLIT, $64-40
+	MOVQ         a+32(FP), R9
+	K8LOADQ
+	MOVQ         $0x0f0f0f0f0f0f0f0f, AX
+	MOVQ         AX, X14
+	VPBROADCASTQ X14, Y14
+
+q6k8row:
+	// K8STOREALL takes Y13: set per row.
+	MOVQ         $0x0303030303030303, AX
+	MOVQ         AX, X13
+	VPBROADCASTQ X13, Y13
+	MOVQ   w+0(FP), R10
+	MOVQ   128(R9), SI
+	MOVQ   nb+16(FP), CX
+	XORQ   AX, AX
+	VXORPS Y15, Y15, Y15
+
+q6k8block:
+	VPMOVSXBW 192(R10), Y9 // sixteen scales as int16
+	VMOVDQU   Y9, 0(SP)
+	VPSLLW    $5, Y9, Y9
+	VPXOR     Y10, Y10, Y10
+	VPSUBW    Y9, Y10, Y9
+	VMOVDQU   Y9, 32(SP)
+
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	Q6K8_QUARTER(0, 0, 0, 0, 0)
+	Q6K8_QUARTER(0, 1, 32, 0, 2)
+	Q6K8_QUARTER(0, 2, 0, 4, 4)
+	Q6K8_QUARTER(0, 3, 32, 4, 6)
+	Q6K8_QUARTER(1, 0, 64, 0, 0)
+	Q6K8_QUARTER(1, 1, 96, 0, 2)
+	Q6K8_QUARTER(1, 2, 64, 4, 4)
+	Q6K8_QUARTER(1, 3, 96, 4, 6)
+
+	VMOVDQU 32(SP), Y9
+	Q6K8_MSUM(0, Y0)
+	Q6K8_MSUM(1, Y1)
+	Q6K8_MSUM(2, Y2)
+	Q6K8_MSUM(3, Y3)
+	Q6K8_MSUM(4, Y4)
+	Q6K8_MSUM(5, Y5)
+	Q6K8_MSUM(6, Y6)
+	Q6K8_MSUM(7, Y7)
+	K8REDUCE
+
+	// Y15 += float(d·dₐ)·float(isum − 32·msum) per token
+	VPBROADCASTW 208(R10), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       256(SI), Y4, Y4
+	VCVTDQ2PS    Y0, Y8
+	VMULPS       Y8, Y4, Y4
+	VADDPS       Y4, Y15, Y15
+
+	ADDQ $210, R10
+	ADDQ $256, AX
+	ADDQ $288, SI
+	DECQ CX
+	JNZ  q6k8block
+
+	K8STOREALL
+	JNZ  q6k8row
+	VZEROUPPER
+	RET

@@ -67,17 +67,16 @@ func mulQ6Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
 //go:noescape
 func mulQ5Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
 
+// mulQ6Kx8AVX2 is mulQ6Kx8AVX512 with AVX2 alone.
+//
+//go:noescape
+func mulQ6Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
+
 // hasK8Kernel reports whether Q5_K or Q6_K matrices (typ) have an
-// eight-token kernel here: both with the AVX-512 row kernels, Q5_K with
-// AVX2 alone too.
+// eight-token kernel here: with AVX-512 (the row kernels' extensions)
+// or AVX2 alone.
 func hasK8Kernel(typ gguf.TensorType) bool {
-	switch typ {
-	case gguf.Q5_K:
-		return hasAVX512Rows || hasAVX2
-	case gguf.Q6_K:
-		return hasAVX512Rows
-	}
-	return false
+	return (typ == gguf.Q5_K || typ == gguf.Q6_K) && (hasAVX512Rows || hasAVX2)
 }
 
 // hasAVX512 selects the AVX-512 multi-token kernels: 64-byte integer
@@ -682,8 +681,12 @@ func (m *Matrix) mulK56(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenP
 	words, bsize, kernel := k8Words, 176, mulQ5Kx8AVX512
 	if m.Type == gguf.Q6_K {
 		words, bsize, kernel = k6Words, 210, mulQ6Kx8AVX512
-	} else if !hasAVX512Rows {
+	}
+	if !hasAVX512Rows {
 		kernel = mulQ5Kx8AVX2
+		if m.Type == gguf.Q6_K {
+			kernel = mulQ6Kx8AVX2
+		}
 	}
 	groups := kGroups(T)
 	if !hasK8Kernel(m.Type) || tp == nil || n <= 0 || nb == 0 || groups == 0 || len(tp.k8) != groups*nb*words {
