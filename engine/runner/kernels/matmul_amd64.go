@@ -104,6 +104,9 @@ type tokenPack struct {
 	// group of four.
 	q32      []int32
 	q32Words int
+	// ds holds, for mulQ4_0Off, per group of four tokens (the last
+	// repeating its last token) and block, the four tokens' dₐ.
+	ds []float32
 }
 
 var tokenPacks = sync.Pool{New: func() any { return new(tokenPack) }}
@@ -113,6 +116,9 @@ var tokenPacks = sync.Pool{New: func() any { return new(tokenPack) }}
 func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 	if lay, ok := q32LayoutOf(m.Type); ok && hasAVX512 && T >= 2 && m.Cols >= 32 {
 		return packQ32(lay.mul, m.Cols/32, T, qx)
+	}
+	if m.Type == gguf.Q4_0 && hasAVX2 && T >= 2 && m.Cols >= 32 {
+		return packQ4_0Off(m.Cols/32, T, qx)
 	}
 	if hasK8Kernel(m.Type) {
 		return m.packK56(T, qx)
@@ -315,9 +321,13 @@ func (m *Matrix) mulQ8_0(r0, r1 int, out []float32, T int, qx []*QVec, tp *token
 }
 
 // mulQ4_0 runs the sixteen-row kernel where the CPU has AVX-512 (tp
-// then holds its token pack), else the two-row × four-token AVX2 one.
+// then holds its token pack), else the two-row × four-token AVX2 one
+// over packQ4_0Off's pack.
 func (m *Matrix) mulQ4_0(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	if k := m.mulQ32(r0, r1, out, T, qx, tp); k > 0 {
+		return k
+	}
+	if k := m.mulQ4_0Off(r0, r1, out, T, qx, tp); k > 0 {
 		return k
 	}
 	return m.mulPairs(r0, r1, out, T, qx, mulQ4_0x2x4AVX2)
