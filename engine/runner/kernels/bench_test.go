@@ -193,7 +193,7 @@ func BenchmarkMatMulPrompt(b *testing.B) {
 	const T, rows, cols = 128, 2048, 2048
 	x := randVec(r, T*cols, 1)
 	var tab strings.Builder
-	fmt.Fprintf(&tab, "\n%-6s %12s %12s %8s\n", "type", "decode tok/s", "prompt tok/s", "ratio")
+	fmt.Fprintf(&tab, "\n%s kernels\n%-6s %12s %12s %8s\n", DispatchLevel(), "type", "decode tok/s", "prompt tok/s", "ratio")
 	for _, typ := range []gguf.TensorType{gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		enc, err := gguf.Encode(typ, randVec(r, rows*cols, 0.02))
 		if err != nil {

@@ -61,6 +61,24 @@ func mulQ5Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
 //go:noescape
 func mulQ6Kx8AVX512(w *byte, rowBytes, nb, n int, a *mmK8Args)
 
+// mulQ5Kx8AVX2 is mulQ5Kx8AVX512 with AVX2 alone (matmul8k_amd64.s),
+// for CPUs without the AVX-512 row kernels.
+//
+//go:noescape
+func mulQ5Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
+
+// mulQ6Kx8AVX2 is mulQ6Kx8AVX512 with AVX2 alone.
+//
+//go:noescape
+func mulQ6Kx8AVX2(w *byte, rowBytes, nb, n int, a *mmK8Args)
+
+// hasK8Kernel reports whether Q5_K or Q6_K matrices (typ) have an
+// eight-token kernel here: with AVX-512 (the row kernels' extensions)
+// or AVX2 alone.
+func hasK8Kernel(typ gguf.TensorType) bool {
+	return (typ == gguf.Q5_K || typ == gguf.Q6_K) && (hasAVX512Rows || hasAVX2)
+}
+
 // hasAVX512 selects the AVX-512 multi-token kernels: 64-byte integer
 // products (BW) with the multiply-add of VNNI. The tests turn it off to
 // run the AVX2 kernels too.
@@ -86,6 +104,9 @@ type tokenPack struct {
 	// group of four.
 	q32      []int32
 	q32Words int
+	// ds holds, for mulQ4_0Off, per group of four tokens (the last
+	// repeating its last token) and block, the four tokens' dₐ.
+	ds []float32
 }
 
 var tokenPacks = sync.Pool{New: func() any { return new(tokenPack) }}
@@ -96,7 +117,10 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 	if lay, ok := q32LayoutOf(m.Type); ok && hasAVX512 && T >= 2 && m.Cols >= 32 {
 		return packQ32(lay.mul, m.Cols/32, T, qx)
 	}
-	if (m.Type == gguf.Q5_K || m.Type == gguf.Q6_K) && hasAVX512Rows {
+	if m.Type == gguf.Q4_0 && hasAVX2 && T >= 2 && m.Cols >= 32 {
+		return packQ4_0Off(m.Cols/32, T, qx)
+	}
+	if hasK8Kernel(m.Type) {
 		return m.packK56(T, qx)
 	}
 	if m.Type == gguf.Q4_K && hasAVX512 && T >= k16MinTokens && m.Cols >= qkK {
@@ -297,9 +321,13 @@ func (m *Matrix) mulQ8_0(r0, r1 int, out []float32, T int, qx []*QVec, tp *token
 }
 
 // mulQ4_0 runs the sixteen-row kernel where the CPU has AVX-512 (tp
-// then holds its token pack), else the two-row × four-token AVX2 one.
+// then holds its token pack), else the two-row × four-token AVX2 one
+// over packQ4_0Off's pack.
 func (m *Matrix) mulQ4_0(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	if k := m.mulQ32(r0, r1, out, T, qx, tp); k > 0 {
+		return k
+	}
+	if k := m.mulQ4_0Off(r0, r1, out, T, qx, tp); k > 0 {
 		return k
 	}
 	return m.mulPairs(r0, r1, out, T, qx, mulQ4_0x2x4AVX2)
@@ -655,8 +683,8 @@ func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenP
 }
 
 // mulK56 runs the Q5_K or Q6_K eight-token kernel over the groups tp
-// packs and returns the tokens they cover (kGroups); 0 without AVX-512
-// (GFNI included) or a pack.
+// packs and returns the tokens they cover (kGroups); 0 without a kernel
+// (hasK8Kernel) or a pack.
 func (m *Matrix) mulK56(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	nb := m.Cols / qkK
 	n := r1 - r0
@@ -664,8 +692,14 @@ func (m *Matrix) mulK56(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenP
 	if m.Type == gguf.Q6_K {
 		words, bsize, kernel = k6Words, 210, mulQ6Kx8AVX512
 	}
+	if !hasAVX512Rows {
+		kernel = mulQ5Kx8AVX2
+		if m.Type == gguf.Q6_K {
+			kernel = mulQ6Kx8AVX2
+		}
+	}
 	groups := kGroups(T)
-	if !hasAVX512Rows || tp == nil || n <= 0 || nb == 0 || groups == 0 || len(tp.k8) != groups*nb*words {
+	if !hasK8Kernel(m.Type) || tp == nil || n <= 0 || nb == 0 || groups == 0 || len(tp.k8) != groups*nb*words {
 		return 0
 	}
 	rb := m.rowBytes

@@ -2,6 +2,8 @@
 
 package kernels
 
+import "meshd/engine/runner/gguf"
+
 // mulTokens: the multi-token kernels exist only for amd64; MatMul runs
 // every token through the one-token row kernels.
 func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
@@ -25,3 +27,6 @@ func (tp *tokenPack) release() {}
 
 // k16MinTokens: nor does the sixteen-row Q4_K kernel.
 const k16MinTokens = 0
+
+// hasK8Kernel: nor do the eight-token Q5_K and Q6_K kernels.
+func hasK8Kernel(typ gguf.TensorType) bool { return false }

@@ -137,7 +137,7 @@ func testMatMulTokenGroups(t *testing.T) {
 						qx[tok] = m.NewActivation()
 						qx[tok].Quantize(x[tok*cols : (tok+1)*cols])
 					}
-					if (kq && hasAVX512Rows || !kq && hasAVX512) && T >= 2 {
+					if (kq && hasK8Kernel(typ) || !kq && hasAVX512) && T >= 2 {
 						tp := m.packTokens(T, qx)
 						k := m.mulTokens(0, min(rows, 16), make([]float32, T*rows), T, qx, tp)
 						tp.release()

@@ -282,11 +282,15 @@ func (ws *weightStream) pass(pool *kernels.Pool, mode int) float64 {
 }
 
 // BenchmarkPromptVsDecode measures, per weight type that kernels and gguf
-// handle at run time (F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; others are
-// skipped with a note), on a synthetic dim-2048 8-layer model with every
+// handle at run time (F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+// Q6_K; others are skipped with a note), on a synthetic dim-2048 8-layer model with every
 // core (-cpu sets them): decode tok/s, the decode rate's fraction of the
-// bandwidth bound, prompt tok/s for a 128-token batched prompt, and
-// prompt ÷ decode tok/s.
+// bandwidth bound, prompt tok/s for a 128-token batched prompt,
+// prompt ÷ decode tok/s, and prompt/bound: prompt tok/s over the bound's
+// decode tok/s (how many times the bandwidth bound a batched prompt
+// runs). The header names the kernels' dispatch level
+// (kernels.DispatchLevel; GODEBUG=cpu.avx512f=off,cpu.avx512bw=off,
+// cpu.avx512vl=off forces AVX2 on a CPU that has AVX-512).
 //
 // The bound is the rate at which the same pool reads the same weights
 // with no arithmetic (weightStream: the fastest of summing them, copying
@@ -308,7 +312,7 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 	}
 	q8File := lazyQ8(b)
 	var table []string
-	for _, typ := range []gguf.TensorType{gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
+	for _, typ := range []gguf.TensorType{gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		b.Run(typ.String(), func(b *testing.B) {
 			m, why := benchModel(b, typ, q8File)
 			if m == nil {
@@ -379,16 +383,17 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 			b.ReportMetric(f, "frac-of-bound")
 			b.ReportMetric(p, "prompt-tok/s")
 			b.ReportMetric(r, "prompt/decode")
+			b.ReportMetric(p*wb/w, "prompt/bound")
 			b.ReportMetric(w/1e9, "read-GB/s")
 			b.ReportMetric(pk/1e9, "peak-GB/s")
 			b.ReportMetric(fp, "frac-of-peak")
 			b.ReportMetric(float64(len(dec)), "reps")
-			table = append(table, fmt.Sprintf("%-5s %8.0f MB %8.2f %8.2f %6.2f %6.2f %9.2f %8.2f %6.1f %6.1f %3d", typ,
-				wb/1e6, d, w/wb, f, fp, p, r, w/1e9, pk/1e9, len(dec)))
+			table = append(table, fmt.Sprintf("%-5s %8.0f MB %8.2f %8.2f %6.2f %6.2f %9.2f %8.2f %7.2f %6.1f %6.1f %3d", typ,
+				wb/1e6, d, w/wb, f, fp, p, r, p*wb/w, w/1e9, pk/1e9, len(dec)))
 		})
 	}
 	// Printed: the log of a benchmark that has sub-benchmarks is not.
-	fmt.Printf("medians over interleaved repetitions, %d-token prompt, %d decode steps, %d threads\n"+
-		"type  bytes/token decode/s  bound/s  frac  f-peak prompt/s  p/d-ratio GB/s  peak reps\n%s\n",
-		promptN, decodeN, runtime.GOMAXPROCS(0), strings.Join(table, "\n"))
+	fmt.Printf("medians over interleaved repetitions, %d-token prompt, %d decode steps, %d threads, %s kernels\n"+
+		"type  bytes/token decode/s  bound/s  frac  f-peak prompt/s  p/d-ratio p/bound GB/s  peak reps\n%s\n",
+		promptN, decodeN, runtime.GOMAXPROCS(0), kernels.DispatchLevel(), strings.Join(table, "\n"))
 }
