@@ -64,6 +64,7 @@ type options struct {
 	maxBody      int64
 	tMaxPredict  int
 	chatTemplate string
+	similarity   float64
 	version      bool
 }
 
@@ -94,6 +95,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.maxBody, "max-body-bytes", llamaserver.DefaultMaxBodyBytes, "largest request body accepted (413 beyond)")
 	fs.IntVar(&o.tMaxPredict, "t-max-predict-ms", 0, "default time limit of a generation in ms from its first token (0: none); a request's t_max_predict_ms overrides it")
 	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template (default: the model's tokenizer.chat_template)")
+	fs.Float64Var(&o.similarity, "slot-prompt-similarity", llamaserver.DefaultSlotPromptSimilarity, "with several slots, take the idle one whose cache holds more than this fraction of the prompt as a prefix (the most), else the one idle longest (0: always the one idle longest)")
+	fs.Float64Var(&o.similarity, "sps", llamaserver.DefaultSlotPromptSimilarity, "slot prompt similarity")
 	fs.Bool("no-warmup", false, "accepted for llama-server compatibility; there is no warmup")
 	fs.BoolVar(&o.version, "version", false, "print the version (module, VCS revision, Go version, architecture) and exit")
 	fs.Usage = func() {
@@ -111,6 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("no model: pass -m FILE")
 	case o.parallel < 1 || o.parallel > 256:
 		return o, fmt.Errorf("-np %d: must be in [1, 256]", o.parallel)
+	case !(o.similarity >= 0 && o.similarity <= 1):
+		return o, fmt.Errorf("--slot-prompt-similarity %g: must be in [0, 1]", o.similarity)
 	case o.ctx < 0 || o.threads < 1 || o.port < 0 || o.port > 65535 || o.maxBody < 1 || o.tMaxPredict < 0:
 		return o, errors.New("-c, -t, --port, --max-body-bytes and --t-max-predict-ms must be in range")
 	}
@@ -190,6 +195,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("load model: %w", err)
 	}
 	srv.ChatTemplate = o.chatTemplate
+	srv.SlotPromptSimilarity = o.similarity
+	if o.similarity == 0 {
+		srv.SlotPromptSimilarity = -1 // llama-server's 0: no choice by prefix
+	}
 	if srv.ChatTemplate == "" {
 		srv.ChatTemplate, _ = f.String(chat.MetadataKey)
 	}
