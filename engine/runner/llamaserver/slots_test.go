@@ -1,6 +1,10 @@
 package llamaserver
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
 	"reflect"
 	"testing"
 )
@@ -114,5 +118,59 @@ func TestSlotSimilarityOff(t *testing.T) {
 		if r.IDSlot != want.slot || r.Timings.CacheN != want.cacheN {
 			t.Fatalf("request %d: slot %d cache_n %d, want slot %d cache_n %d", i, r.IDSlot, r.Timings.CacheN, want.slot, want.cacheN)
 		}
+	}
+}
+
+// TestChatReportsCachedTokens: a repeated chat reports the prompt tokens
+// it reused as llama-server does, in timings.cache_n and in OpenAI's
+// usage.prompt_tokens_details.cached_tokens, plain and streamed.
+func TestChatReportsCachedTokens(t *testing.T) {
+	f, ts, _ := newServerN(t, 1, 128, nil)
+	f.readyForTest(t)
+	type chatCounts struct {
+		Usage struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+		Timings struct {
+			CacheN  int `json:"cache_n"`
+			PromptN int `json:"prompt_n"`
+		} `json:"timings"`
+	}
+	msgs := []map[string]string{{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}}
+	body := map[string]any{"messages": msgs, "max_tokens": 3, "temperature": 0, "ignore_eos": true}
+	var cold, warm chatCounts
+	for _, out := range []*chatCounts{&cold, &warm} {
+		if code := post(t, ts.URL+"/v1/chat/completions", body, out); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+	}
+	n := cold.Usage.PromptTokens
+	if n < 2 || cold.Timings.CacheN != 0 || cold.Usage.PromptTokensDetails.CachedTokens != 0 ||
+		warm.Timings.CacheN != n-1 || warm.Usage.PromptTokensDetails.CachedTokens != n-1 || warm.Timings.PromptN != 1 {
+		t.Fatalf("cold %+v, repeated %+v: want 0 then %d cached tokens", cold, warm, n-1)
+	}
+
+	body["stream"] = true
+	body["stream_options"] = map[string]any{"include_usage": true}
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	events := sseEvents(t, raw)
+	if len(events) < 2 {
+		t.Fatalf("events %q", events)
+	}
+	var last chatCounts
+	if err := json.Unmarshal([]byte(events[len(events)-2]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if last.Timings.CacheN != n-1 || last.Usage.PromptTokensDetails.CachedTokens != n-1 {
+		t.Fatalf("streamed repeat's last event %+v (%s): want %d cached tokens", last, events[len(events)-2], n-1)
 	}
 }
