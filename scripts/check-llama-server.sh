@@ -12,10 +12,11 @@
 #      the timings.cache_n llama-server itself reports for that repeated
 #      prompt (asked directly, with the prompt meshd rendered through the
 #      engine's /apply-template), and that the first receipt claims none
-#   5. with a draft model (the same synthesised weights cut to one layer,
-#      one vocabulary), that the receipts carry llama-server's draft
-#      counters: spec_proposed > 0, spec_accepted <= spec_proposed, and
-#      tokens_accepted = spec_accepted (skipped with CHECK_DRAFT=0)
+#   5. with a draft model (a second file of the target's own weights, so
+#      that drafts are accepted), that the receipts carry llama-server's
+#      draft counters: spec_proposed > 0, 0 < spec_accepted <=
+#      spec_proposed, and tokens_accepted = spec_accepted (skipped with
+#      CHECK_DRAFT=0)
 #
 # Usage: scripts/check-llama-server.sh LLAMA_CPP_SOURCE [BUILD_DIR]
 #
@@ -25,6 +26,12 @@
 #   git clone package/llama/gitRelease.bundle llama.cpp
 # cmake and a C++ compiler come from Debian: apt-get install cmake g++.
 # A cold build of llama-server takes 15 minutes or more on two cores.
+# The build is native (-DGGML_NATIVE=ON); on a CPU with AMX where the
+# kernel or a sandbox does not grant the AMX tile state, such a build dies
+# with SIGILL loading the model: configure without AMX instead, e.g.
+#   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+#     -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON"
+# (later -D options override the script's).
 #
 # Environment: LLAMA_SERVER (a built llama-server: skips the build), JOBS
 # (cmake -j, default 2), CMAKE_ARGS (added to the configure step), GO,
@@ -87,7 +94,7 @@ trap cleanup EXIT
 "$GO" build -o "$work/meshctl" ./cmd/meshctl
 synth() { "$work/meshctl" model synth -o "$1" -type q8_0 -layers "$2" -dim 256 -heads 4 -kv-heads 2 -ff 512 -vocab 320 -ctx 1024 -seed 5 -separate-output; }
 synth "$work/m.gguf" 2 >/dev/null
-synth "$work/draft.gguf" 1 >/dev/null
+synth "$work/draft.gguf" 2 >/dev/null
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 backend() {
@@ -187,7 +194,7 @@ if [ "$CHECK_DRAFT" != 0 ]; then
 			tout=$(field "$work/$f.json" receipt receipt tokens_out)
 			hit=$(field "$work/$f.json" receipt receipt cache_hit_tokens)
 			say "speculative serve $f: spec_proposed $prop spec_accepted $acc tokens_accepted $tacc tokens_out $tout cache_hit_tokens $hit"
-			if [ "$prop" -gt 0 ] && [ "$acc" -le "$prop" ] && [ "$tacc" = "$acc" ] && [ "$tacc" -le "$tout" ]; then
+			if [ "$prop" -gt 0 ] && [ "$acc" -gt 0 ] && [ "$acc" -le "$prop" ] && [ "$tacc" = "$acc" ] && [ "$tacc" -le "$tout" ]; then
 				ok "speculative serve $f carries llama-server's draft counters"
 			else
 				bad "speculative serve $f: spec_proposed $prop spec_accepted $acc tokens_accepted $tacc tokens_out $tout"
