@@ -71,6 +71,7 @@ type options struct {
 	maxBody      int64
 	tMaxPredict  int
 	chatTemplate string
+	similarity   float64
 	version      bool
 	draft        string
 	spec         llama.SpecParams
@@ -112,6 +113,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.spec.Min, "draft-n-min", llama.DefaultDraftMin, "draft-min")
 	fs.Float64Var(&o.spec.PMin, "draft-p-min", llama.DefaultDraftPMin, "end a draft at a token the draft model gives less probability than this")
 	fs.BoolVar(&o.spec.Fixed, "draft-fixed", false, "draft up to --draft-max tokens every pass (default: the length adapts to the acceptance)")
+	fs.Float64Var(&o.similarity, "slot-prompt-similarity", llamaserver.DefaultSlotPromptSimilarity, "with several slots, take the idle one whose cache holds more than this fraction of the prompt as a prefix (the most), else the one idle longest (0: always the one idle longest)")
+	fs.Float64Var(&o.similarity, "sps", llamaserver.DefaultSlotPromptSimilarity, "slot prompt similarity")
 	fs.Bool("no-warmup", false, "accepted for llama-server compatibility; there is no warmup")
 	fs.BoolVar(&o.version, "version", false, "print the version (module, VCS revision, Go version, architecture) and exit")
 	fs.Usage = func() {
@@ -131,6 +134,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-np %d: must be in [1, 256]", o.parallel)
 	case o.draft != "" && (o.spec.Max < 1 || o.spec.Max > 256 || o.spec.Min < 0 || o.spec.Min > o.spec.Max || !(o.spec.PMin >= 0 && o.spec.PMin <= 1)):
 		return o, fmt.Errorf("--draft-max %d, --draft-min %d, --draft-p-min %v: want 1 ≤ min ≤ max ≤ 256 (min may be 0) and p-min in [0, 1]", o.spec.Max, o.spec.Min, o.spec.PMin)
+	case !(o.similarity >= 0 && o.similarity <= 1):
+		return o, fmt.Errorf("--slot-prompt-similarity %g: must be in [0, 1]", o.similarity)
 	case o.ctx < 0 || o.threads < 1 || o.port < 0 || o.port > 65535 || o.maxBody < 1 || o.tMaxPredict < 0:
 		return o, errors.New("-c, -t, --port, --max-body-bytes and --t-max-predict-ms must be in range")
 	}
@@ -210,6 +215,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("load model: %w", err)
 	}
 	srv.ChatTemplate = o.chatTemplate
+	srv.SlotPromptSimilarity = o.similarity
+	if o.similarity == 0 {
+		srv.SlotPromptSimilarity = -1 // llama-server's 0: no choice by prefix
+	}
 	if srv.ChatTemplate == "" {
 		srv.ChatTemplate, _ = f.String(chat.MetadataKey)
 	}

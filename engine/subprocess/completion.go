@@ -160,10 +160,18 @@ func parseCompletion(body []byte, nPredict uint32, draftModel bool) (wire.ServeO
 	if promptN > o.TokensIn {
 		return fail("timings.prompt_n %d exceeds tokens_evaluated %d", promptN, o.TokensIn)
 	}
-	// cache_n and prompt_n count prompt tokens reused from the slot's KV
-	// cache. §5's cache_hit_tokens is output served from a prefix/result
-	// cache, which llama-server does not have, so they are checked above
-	// for consistency but never reported: o.CacheHitTokens stays 0.
+	// The reused and the evaluated part of the prompt are disjoint: a
+	// response whose two parts add up to more than the prompt counts some
+	// token twice, and its cache figure cannot be trusted.
+	if t.CacheN.set && t.PromptN.set && uint64(cacheN)+uint64(promptN) > uint64(o.TokensIn) {
+		return fail("timings.cache_n %d plus timings.prompt_n %d exceeds tokens_evaluated %d", cacheN, promptN, o.TokensIn)
+	}
+	// §5's prefix cache (PROFILE §12): cache_hit_tokens is the prompt
+	// tokens whose keys and values the engine reused from its KV cache
+	// instead of evaluating them, timings.cache_n. An engine that does not
+	// report it claims no hits (absent: 0); prompt_n alone is not turned
+	// into one, since the engine did not say what it skipped.
+	o.CacheHitTokens = cacheN
 	if o.SpecAccepted > o.SpecProposed {
 		return fail("timings.draft_n_accepted %d exceeds draft_n %d", o.SpecAccepted, o.SpecProposed)
 	}

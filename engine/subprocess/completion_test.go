@@ -10,7 +10,8 @@ import (
 
 // TestParseCompletionAcceptedAndCacheHits pins the §5 sentences for
 // tokens_accepted and cache_hit_tokens on llama-server responses, with and
-// without a draft model in the recipe.
+// without a draft model in the recipe (PROFILE §12: cache_hit_tokens is
+// timings.cache_n).
 func TestParseCompletionAcceptedAndCacheHits(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -63,15 +64,38 @@ func TestParseCompletionAcceptedAndCacheHits(t *testing.T) {
 			want:  wire.ServeOutcome{TokensIn: 5, TokensOut: 4, TokensAccepted: 0, SpecProposed: 6},
 		},
 		{
-			name: "prompt cache reuse from cache_n is no cache hit",
-			body: `{"content":"abcd","tokens_predicted":4,"tokens_evaluated":12,"tokens_cached":16,
-				"timings":{"cache_n":11,"prompt_n":1}}`,
+			// A repeated chat prompt on llama-server: all but the last of
+			// its 47 tokens came from the slot's KV cache.
+			name: "prompt reuse reported as cache_n is the cache hit",
+			body: `{"content":"abcd","tokens_predicted":4,"tokens_evaluated":47,"tokens_cached":50,
+				"timings":{"cache_n":46,"prompt_n":1,"predicted_n":4}}`,
+			want: wire.ServeOutcome{TokensIn: 47, TokensOut: 4, TokensAccepted: 4, CacheHitTokens: 46},
+		},
+		{
+			name:  "prompt reuse with a draft model",
+			draft: true,
+			body: `{"content":"abcdefgh","tokens_predicted":8,"tokens_evaluated":20,
+				"timings":{"cache_n":12,"prompt_n":8,"predicted_n":8,"draft_n":9,"draft_n_accepted":5}}`,
+			want: wire.ServeOutcome{TokensIn: 20, TokensOut: 8, TokensAccepted: 5, CacheHitTokens: 12, SpecProposed: 9, SpecAccepted: 5},
+		},
+		{
+			// tokens_cached is what the slot holds afterwards (prompt plus
+			// output), never a hit count.
+			name: "tokens_cached alone is no cache hit",
+			body: `{"content":"abcd","tokens_predicted":4,"tokens_evaluated":12,"tokens_cached":16,"timings":{"prompt_n":12}}`,
 			want: wire.ServeOutcome{TokensIn: 12, TokensOut: 4, TokensAccepted: 4},
 		},
 		{
-			name: "prompt cache reuse from prompt_n is no cache hit",
+			// Without cache_n the engine did not say what it reused: no
+			// hits are claimed from the gap prompt_n leaves.
+			name: "prompt_n without cache_n claims no hits",
 			body: `{"content":"abcd","tokens_predicted":4,"tokens_evaluated":12,"timings":{"prompt_n":1}}`,
 			want: wire.ServeOutcome{TokensIn: 12, TokensOut: 4, TokensAccepted: 4},
+		},
+		{
+			name:   "reused and evaluated parts overlap",
+			body:   `{"content":"abcd","tokens_predicted":4,"tokens_evaluated":12,"timings":{"cache_n":11,"prompt_n":2}}`,
+			errHas: "cache_n 11 plus timings.prompt_n 2 exceeds tokens_evaluated 12",
 		},
 		{
 			name:   "accepted drafts beyond the tokens delivered",

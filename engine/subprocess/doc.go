@@ -55,7 +55,7 @@
 //	tokens_accepted  = tokens_out                   greedy: no draft model, draft_n absent or 0
 //	                 = timings.draft_n_accepted     speculative: a draft model in the recipe,
 //	                                                or draft_n > 0 (absent: 0)
-//	cache_hit_tokens = 0
+//	cache_hit_tokens = timings.cache_n          (absent: 0)
 //	spec_proposed    = timings.draft_n          (absent: 0)
 //	spec_accepted    = timings.draft_n_accepted (absent: 0)
 //
@@ -71,20 +71,26 @@
 // tokens and carries no wedge figure, rather than an efficiency figure the
 // engine did not attest.
 //
-// cache_hit_tokens is §5's output served from a prefix/result cache.
-// llama-server has no result cache and no counter for it, so it is 0.
-// timings.cache_n (and tokens_evaluated − timings.prompt_n) count prompt
-// tokens whose KV entries were reused, which saves prompt evaluation, not
-// output; they are checked (neither may exceed tokens_evaluated) but not
-// reported. The top-level tokens_cached field is not used either: it is
-// the number of tokens held in the slot after the serve (prompt plus
-// generated, slot.n_past).
+// cache_hit_tokens is §5's prefix cache, read as PROFILE §12 reads it: the
+// prompt tokens whose keys and values the engine reused from a slot's KV
+// cache instead of evaluating them, timings.cache_n (llama-server's
+// n_prompt_tokens_cache; mesh-gguf reports the same). It is a count of
+// prompt work skipped, never output served from a stored answer: the
+// model still generates every output token. An engine that omits cache_n
+// claims no hits; tokens_evaluated − timings.prompt_n is not taken for
+// one. The top-level tokens_cached field is not used either: it is the
+// number of tokens held in the slot after the serve (prompt plus
+// generated, slot.n_past). Every path maps the same fields of the same
+// response: a plain serve, a streamed one (the final event's timings), a
+// chat (rendered, then served as a prompt) and so every OpenAI or Ollama
+// call the daemon turns into one of these.
 //
 // Every timings field is optional. A response is refused, rather than
 // mapped, when a count is negative or beyond u32, when tokens_predicted
 // exceeds n_predict, when timings.predicted_n or the returned tokens
 // disagree with tokens_predicted, when a cache or prompt count exceeds
-// tokens_evaluated, when draft_n_accepted exceeds draft_n or the tokens
+// tokens_evaluated or the two together do, when draft_n_accepted exceeds
+// draft_n or the tokens
 // delivered (tokens_accepted would exceed tokens_out), or when the engine
 // truncated the prompt (the model did not see the prompt whose hash the
 // receipt names).

@@ -47,8 +47,9 @@ func TestServeMapsReplies(t *testing.T) {
 				"timings":{"cache_n":4,"prompt_n":8,"prompt_ms":1.5,"predicted_n":5,"predicted_ms":9.1,
 				"draft_n":7,"draft_n_accepted":3}}`,
 			// Drafting reported: accepted is the draft tokens the target
-			// kept; the prompt reuse (cache_n) is no output cache hit.
-			want:    ok(wire.ServeOutcome{TokensIn: 12, TokensOut: 5, TokensAccepted: 3, SpecProposed: 7, SpecAccepted: 3}),
+			// kept; the prompt tokens reused from the KV cache (cache_n)
+			// are the cache hits.
+			want:    ok(wire.ServeOutcome{TokensIn: 12, TokensOut: 5, TokensAccepted: 3, CacheHitTokens: 4, SpecProposed: 7, SpecAccepted: 3}),
 			content: "abcde",
 		},
 		{
@@ -182,22 +183,22 @@ func TestServeCountsAndCache(t *testing.T) {
 		return res.Outcome, string(res.Output)
 	}
 	// The fake reuses 11 and then 7 prompt tokens from its KV cache
-	// (timings.cache_n); prompt reuse is not output served from a cache,
-	// so no serve claims cache hits.
+	// (timings.cache_n): those are the serves' cache hits. The cold serve
+	// has none, whatever tokens_cached says the slot holds.
 	o1, out1 := serve("hello world", 8)
 	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 8, TokensAccepted: 8}); o1 != want {
 		t.Fatalf("cold serve = %+v, want %+v (tokens_cached must not count as cache hits)", o1, want)
 	}
 	o2, out2 := serve("hello world", 8)
-	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 8, TokensAccepted: 8}); o2 != want {
-		t.Fatalf("repeated serve = %+v, want %+v (cache_n 11 is prompt reuse)", o2, want)
+	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 8, TokensAccepted: 8, CacheHitTokens: 11}); o2 != want {
+		t.Fatalf("repeated serve = %+v, want %+v (cache_n 11)", o2, want)
 	}
 	if out1 != out2 || len(out1) != 8 {
 		t.Fatalf("outputs %q and %q differ or have the wrong length", out1, out2)
 	}
 	o3, _ := serve("hello there", 3)
-	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 3, TokensAccepted: 3}); o3 != want {
-		t.Fatalf("shared-prefix serve = %+v, want %+v (cache_n 7 is prompt reuse)", o3, want)
+	if want := (wire.ServeOutcome{TokensIn: 12, TokensOut: 3, TokensAccepted: 3, CacheHitTokens: 7}); o3 != want {
+		t.Fatalf("shared-prefix serve = %+v, want %+v (cache_n 7)", o3, want)
 	}
 }
 

@@ -58,7 +58,9 @@ func noResult(t *testing.T, res engine.Result) {
 }
 
 // TestServeWithStream: the streamed pieces concatenate to the output, and
-// the outcome is the one a plain serve of the same prompt gives.
+// the outcome is the one a plain serve of the same prompt gives, with the
+// repeated prompt's cache hits (all but its last token, timings.cache_n
+// of the stream's final event).
 func TestServeWithStream(t *testing.T) {
 	noLeaks(t)
 	record := filepath.Join(t.TempDir(), "requests.jsonl")
@@ -90,8 +92,10 @@ func TestServeWithStream(t *testing.T) {
 		if len(pieces) != int(tc.n) {
 			t.Fatalf("%d pieces for %d tokens", len(pieces), tc.n)
 		}
-		if res.Outcome != plain.Outcome || !bytes.Equal(res.Output, plain.Output) {
-			t.Fatalf("streamed %+v %q, plain %+v %q", res.Outcome, res.Output, plain.Outcome, plain.Output)
+		want := plain.Outcome
+		want.CacheHitTokens = want.TokensIn - 1
+		if res.Outcome != want || !bytes.Equal(res.Output, plain.Output) {
+			t.Fatalf("streamed %+v %q, want %+v %q", res.Outcome, res.Output, want, plain.Output)
 		}
 	}
 	reqs := recorded(t, record)
@@ -123,8 +127,10 @@ func TestServeWithWhole(t *testing.T) {
 	if len(pieces) != 0 {
 		t.Fatalf("emitted %q for a caller that takes the output whole", pieces)
 	}
-	if res.Outcome != plain.Outcome || !bytes.Equal(res.Output, plain.Output) || len(res.Output) == 0 {
-		t.Fatalf("whole %+v %q, plain %+v %q", res.Outcome, res.Output, plain.Outcome, plain.Output)
+	want := plain.Outcome
+	want.CacheHitTokens = want.TokensIn - 1 // the repeated prompt
+	if res.Outcome != want || !bytes.Equal(res.Output, plain.Output) || len(res.Output) == 0 {
+		t.Fatalf("whole %+v %q, want %+v %q", res.Outcome, res.Output, want, plain.Output)
 	}
 	if reqs := recorded(t, record); len(reqs) != 2 || reqs[1]["stream"] != nil {
 		t.Fatalf("requests %v: want both plain, without stream", reqs)
@@ -229,7 +235,11 @@ func TestServeWithStreamCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(bytes.Join(again, nil), plain.Output) || res.Outcome != plain.Outcome || e.Restarts() != 1 {
+	// The restarted engine's cache is cold for the stream; the plain
+	// serve repeats its prompt.
+	cold := plain.Outcome
+	cold.CacheHitTokens = 0
+	if !bytes.Equal(bytes.Join(again, nil), plain.Output) || res.Outcome != cold || plain.Outcome.CacheHitTokens != plain.Outcome.TokensIn-1 || e.Restarts() != 1 {
 		t.Fatalf("after restart: streamed %q %+v, plain %q %+v, restarts %d", again, res.Outcome, plain.Output, plain.Outcome, e.Restarts())
 	}
 	if !bytes.HasPrefix(plain.Output, bytes.Join(pieces, nil)) {
@@ -401,9 +411,14 @@ func TestServeWithChat(t *testing.T) {
 	}
 	// tokens_in is the engine's count for the rendered prompt (the fake:
 	// BOS plus a token per byte).
+	// The first chat is cold; the streamed chat and the plain serve of
+	// the rendered prompt repeat it, and reuse all but its last token
+	// (timings.cache_n) on the chat and the streamed path alike.
 	want := wire.ServeOutcome{TokensIn: uint32(1 + len(rendered)), TokensOut: 5, TokensAccepted: 5}
-	if chat.Outcome != want || streamed.Outcome != want || plain.Outcome != want {
-		t.Fatalf("chat %+v, streamed chat %+v, plain %+v; want %+v", chat.Outcome, streamed.Outcome, plain.Outcome, want)
+	warm := want
+	warm.CacheHitTokens = want.TokensIn - 1
+	if chat.Outcome != want || streamed.Outcome != warm || plain.Outcome != warm {
+		t.Fatalf("chat %+v, streamed chat %+v, plain %+v; want %+v then %+v twice", chat.Outcome, streamed.Outcome, plain.Outcome, want, warm)
 	}
 	if !bytes.Equal(chat.Output, plain.Output) || !bytes.Equal(streamed.Output, plain.Output) || !bytes.Equal(bytes.Join(pieces, nil), plain.Output) {
 		t.Fatalf("outputs: chat %q, streamed %q (pieces %q), plain %q", chat.Output, streamed.Output, pieces, plain.Output)

@@ -64,6 +64,11 @@ type chatUsage struct {
 	CompletionTokens int `json:"completion_tokens"`
 	PromptTokens     int `json:"prompt_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails.CachedTokens is timings.cache_n, as
+	// llama-server reports it in OpenAI's field.
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 // chatMessages reduces OpenAI messages to what a template sees, with the
@@ -175,7 +180,9 @@ func (s *Server) chatCompletion(w http.ResponseWriter, r *http.Request) {
 	created := time.Now().Unix()
 	model := s.modelName()
 	usage := func(g genResult) chatUsage {
-		return chatUsage{CompletionTokens: len(g.res.Tokens), PromptTokens: len(ids), TotalTokens: len(ids) + len(g.res.Tokens)}
+		u := chatUsage{CompletionTokens: len(g.res.Tokens), PromptTokens: len(ids), TotalTokens: len(ids) + len(g.res.Tokens)}
+		u.PromptTokensDetails.CachedTokens = g.res.CacheN
+		return u
 	}
 	if !req.Stream {
 		g, err := s.generate(r.Context(), p, nil)

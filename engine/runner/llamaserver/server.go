@@ -62,6 +62,13 @@ type Server struct {
 	// rendered with engine/runner/chat for /v1/chat/completions; empty
 	// means ChatML, llama-server's fallback.
 	ChatTemplate string
+	// SlotPromptSimilarity is llama-server's --slot-prompt-similarity:
+	// with several slots, a request goes to the idle slot whose cached
+	// tokens share the largest fraction of its prompt when that fraction
+	// exceeds this, else to the slot idle the longest. 0 means
+	// DefaultSlotPromptSimilarity; a negative value turns the choice off
+	// (llama-server's 0).
+	SlotPromptSimilarity float64
 
 	ready atomic.Bool
 	// Set once by Ready or ReadyEncoder before ready is stored; read-only
@@ -170,7 +177,14 @@ func (s *Server) ready0(info modelInfo, slots []*slot) {
 	for _, sl := range slots[1:] {
 		s.nCtx = min(s.nCtx, sl.ctx)
 	}
-	s.slots = newSlotPool(slots)
+	sim := s.SlotPromptSimilarity
+	switch {
+	case sim == 0:
+		sim = DefaultSlotPromptSimilarity
+	case sim < 0:
+		sim = 0
+	}
+	s.slots = newSlotPool(slots, sim)
 	s.maxTokBytes = maxTokenBytes(info.tok)
 	s.parseChatTemplate()
 	s.ready.Store(true)

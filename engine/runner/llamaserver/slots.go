@@ -32,17 +32,25 @@ func (sl *slot) tokens() []int {
 	return sl.state.Tokens()
 }
 
+// DefaultSlotPromptSimilarity is llama-server's --slot-prompt-similarity
+// default: a request goes to the idle slot whose cache shares the largest
+// fraction of its prompt, if that fraction exceeds this.
+const DefaultSlotPromptSimilarity = 0.1
+
 // slotPool hands out free slots, first come first served. A request
 // waits for one only as long as its context allows.
 type slotPool struct {
 	mu      sync.Mutex
 	all     []*slot
-	free    []*slot
+	free    []*slot      // in the order they were freed: free[0] is idle the longest
 	waiters []chan *slot // FIFO
+	// similarity is the fraction of a prompt a slot's cached prefix must
+	// exceed for the slot to be chosen for it; 0 disables the choice.
+	similarity float64
 }
 
-func newSlotPool(slots []*slot) *slotPool {
-	p := &slotPool{}
+func newSlotPool(slots []*slot, similarity float64) *slotPool {
+	p := &slotPool{similarity: similarity}
 	for _, sl := range slots {
 		p.all = append(p.all, sl)
 		p.free = append(p.free, sl)
@@ -59,21 +67,16 @@ func (p *slotPool) counts() (idle, busy int) {
 	return len(p.free), len(p.all) - len(p.free)
 }
 
-// acquire takes a free slot, preferring the one whose cache shares the
-// longest prefix with prompt, or waits for one until ctx ends. queued,
-// if not nil, is called once the request is waiting.
+// acquire takes a free slot (pick says which), or waits for the first
+// one released until ctx ends. queued, if not nil, is called once the
+// request is waiting.
 func (p *slotPool) acquire(ctx context.Context, prompt []int, queued func()) (*slot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
 	if len(p.free) > 0 {
-		best, bestN := 0, -1
-		for i, sl := range p.free {
-			if n := commonPrefix(sl.tokens(), prompt); n > bestN {
-				best, bestN = i, n
-			}
-		}
+		best := p.pick(prompt)
 		sl := p.free[best]
 		p.free = slices.Delete(p.free, best, best+1)
 		p.mu.Unlock()
@@ -114,6 +117,26 @@ func (p *slotPool) release(sl *slot) {
 		return
 	}
 	p.free = append(p.free, sl)
+}
+
+// pick is llama-server's choice among the free slots: the one whose
+// cached tokens share the largest fraction of prompt as a common prefix,
+// if that fraction exceeds the similarity threshold (the first such on a
+// tie, which is the one idle longer); otherwise the slot idle the longest.
+// The threshold keeps a prompt that shares little more than a BOS token or
+// a system line with a slot from evicting that slot's conversation while
+// another slot is idle. p.mu is held.
+func (p *slotPool) pick(prompt []int) int {
+	best, bestSim := 0, 0.0
+	if p.similarity > 0 && len(prompt) > 0 {
+		for i, sl := range p.free {
+			sim := float64(commonPrefix(sl.tokens(), prompt)) / float64(len(prompt))
+			if sim > bestSim && sim > p.similarity {
+				best, bestSim = i, sim
+			}
+		}
+	}
+	return best
 }
 
 func commonPrefix(a, b []int) int {
