@@ -952,6 +952,7 @@ func ReceiptFiles() (map[string][]byte, error) {
 func VerifyVector(trusted ed25519.PublicKey, envs [][]byte) (int, error) {
 	var prev *steward.Opened
 	var idle steward.IdleLinks
+	var pins steward.PinLinks
 	for i, env := range envs {
 		o, err := steward.OpenEnvelope(env, trusted)
 		if err != nil {
@@ -965,6 +966,10 @@ func VerifyVector(trusted ed25519.PublicKey, envs [][]byte) (int, error) {
 		// x_idle_record names an idle record earlier in the chain, of
 		// the same meter, whose power is x_idle_uw.
 		if err := idle.Add(o.Receipt); err != nil {
+			return i, err
+		}
+		// Each corpus's corpus-pin records name their predecessor.
+		if err := pins.Add(o.Receipt); err != nil {
 			return i, err
 		}
 		prev = o
