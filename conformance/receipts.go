@@ -102,6 +102,8 @@ type DraftMeta struct {
 	DocumentHex string  `json:"document_hex,omitempty"`
 	// IdleRecord is x_idle_record: the idle record whose power IdleUW is.
 	IdleRecord *uint64 `json:"idle_record,omitempty"`
+	// PinPrev is x_pin_prev: a corpus-pin record's predecessor.
+	PinPrev *uint64 `json:"pin_prev,omitempty"`
 }
 
 func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, error) {
@@ -117,7 +119,7 @@ func (m DraftMeta) draft() (steward.Draft, *wire.ContentID, []byte, time.Time, e
 		Metering: wire.Metering{Meter: m.Meter, Kind: m.MeterKind, WindowNs: m.WindowNs, ServeNs: m.ServeNs,
 			ErrorUJ: m.ErrorUJ, Samples: m.Samples, MaxGapNs: m.MaxGapNs, CoveredPPM: m.CoveredPPM, PeriodNs: m.PeriodNs,
 			AccuracyPPM: m.AccuracyPPM, Shared: m.Shared, IdleUW: m.IdleUW, FullScaleUW: m.FullScaleUW, StatUJ: m.StatUJ},
-		Record: m.Record, Run: m.Run, IdleRecord: m.IdleRecord,
+		Record: m.Record, Run: m.Run, IdleRecord: m.IdleRecord, PinPrev: m.PinPrev,
 	}
 	p, err := wire.ParseProvenance(m.Provenance)
 	if err != nil {
@@ -470,6 +472,54 @@ func receiptVectors() ([]receiptVector, error) {
 		return nil, fmt.Errorf("idle vector: the record's power is %d (%v), the serve states %d", p, err, spanPower)
 	}
 	positive("idle-span", "an idle figure the chain backs (PROFILE §22): at 0 the quiet stretch a span measured, an HwShunt idle record whose document says source span, no x_run; at 1 an HwShunt serve whose x_idle_uw 49975 is the record's power (⌊100000 µJ × 10⁹ ÷ 2001000000 ns⌋) on the same x_meter, naming it in x_idle_record 0", idleChain...)
+
+	// A corpus's pins as records (PROFILE §22): its first pin at 0, a
+	// serve, the pin a sync moved it to at 2 naming the first.
+	pinRepos := []steward.PinRepo{{ID: "site", Branch: "main", Commit: strings.Repeat("a1", 20)}}
+	pinRecipe := func(h string) string { return "rag/v1:corpus=" + h + ":embed=gguf:" + req("embedding model file") }
+	pinMeta := func(seq uint64, doc steward.CorpusPinDoc, prev *uint64) DraftMeta {
+		b := doc.Encode()
+		return estMeter(DraftMeta{Sequence: seq, NonceHex: nonce(30 + int(seq)), SealedUnixMs: t0 + 30_000 + int64(seq)*1000, RequestID: wire.ContentOf(b).String(),
+			Backend: steward.CorpusPinBackend(doc.Corpus), Recipe: pinRecipe(doc.CorpusHash), Route: steward.PinRoute(doc),
+			Record: steward.RecordCorpusPin, PinPrev: prev, DocumentHex: hex.EncodeToString(b)})
+	}
+	pinHash1, pinHash2 := req("conformance corpus at a1"), req("conformance corpus at b2")
+	pin0 := pinMeta(0, steward.CorpusPinDoc{Corpus: "acme/docs", CorpusHash: pinHash1, Repos: pinRepos, Embedded: 120, Why: steward.PinStart}, nil)
+	pinServe := hw
+	pinServe.Sequence, pinServe.NonceHex, pinServe.SealedUnixMs = 1, nonce(31), t0+31_000
+	var pinChain []sealed
+	seal := func(dm DraftMeta) (sealed, error) {
+		if len(pinChain) > 0 {
+			dm.Prev = wire.ContentOf(pinChain[len(pinChain)-1].env).String()
+		}
+		r, err := vk.build(dm)
+		if err != nil {
+			return sealed{}, fmt.Errorf("pin vector %d: %w", dm.Sequence, err)
+		}
+		core, env, err := vk.seal(r)
+		if err != nil {
+			return sealed{}, err
+		}
+		return sealed{dm, r, core, env}, nil
+	}
+	for _, dm := range []DraftMeta{pin0, pinServe} {
+		it, err := seal(dm)
+		if err != nil {
+			return nil, err
+		}
+		pinChain = append(pinChain, it)
+	}
+	moved := pinRepos[0]
+	moved.Commit = strings.Repeat("b2", 20)
+	pinPrev0 := uint64(0)
+	pin2 := pinMeta(2, steward.CorpusPinDoc{Corpus: "acme/docs", CorpusHash: pinHash2, Repos: []steward.PinRepo{moved}, Embedded: 3, Reused: 41,
+		Why: steward.PinSync, Prev: wire.ContentOf(pinChain[0].env).String()}, &pinPrev0)
+	it, err := seal(pin2)
+	if err != nil {
+		return nil, err
+	}
+	pinChain = append(pinChain, it)
+	positive("records-corpus-pin", "a corpus's pins as sealed records (PROFILE §22): at 0 its first corpus-pin record (Estimator, no energy, no window, backend rag:acme/docs, recipe the corpus's answer recipe, no x_pin_prev), a serve at 1, and at 2 the pin a sync moved it to, x_pin_prev 0 and its document's prev the envelope id of line 0; each record's request_id is the BLAKE3 of its document_hex", pinChain...)
 
 	// A point meter that averages (PROFILE §13): a steady 1 s, 12 W serve
 	// on a Jetson's INA3221 rail read under the averaged-reading model,
@@ -853,6 +903,36 @@ func receiptVectors() ([]receiptVector, error) {
 		}
 		negative(f.name, f.desc, f.refusal, f.at, [][]byte{first.env, env}, []EnvelopeMeta{with(first.dm, ""), with(dm, f.mutation+"; re-signed")})
 	}
+
+	// Pin links (PROFILE §22): records-corpus-pin with a third pin whose
+	// x_pin_prev forks the corpus's line, or that names none.
+	pinHash3 := req("conformance corpus at c3")
+	third := moved
+	third.Commit = strings.Repeat("c3", 20)
+	for _, f := range []struct {
+		name, desc, mutation string
+		prev                 *uint64
+		docPrev              string
+	}{
+		{"pin-link-fork", "records-corpus-pin, then a third pin of acme/docs naming pin 0 (not the corpus's last pin, 2) in x_pin_prev: a fork",
+			"x_pin_prev = 0", &pinPrev0, wire.ContentOf(pinChain[0].env).String()},
+		{"pin-link-none", "records-corpus-pin, then a third pin of acme/docs naming no predecessor although pins 0 and 2 precede it",
+			"x_pin_prev absent", nil, ""},
+	} {
+		dm := pinMeta(3, steward.CorpusPinDoc{Corpus: "acme/docs", CorpusHash: pinHash3, Repos: []steward.PinRepo{third}, Embedded: 1, Reused: 43,
+			Why: steward.PinSync, Prev: f.docPrev}, f.prev)
+		dm.Prev = wire.ContentOf(pinChain[2].env).String()
+		r, err := vk.build(dm)
+		if err != nil {
+			return nil, fmt.Errorf("vector %s: %w", f.name, err)
+		}
+		_, env, err := vk.seal(r)
+		if err != nil {
+			return nil, err
+		}
+		envs := [][]byte{pinChain[0].env, pinChain[1].env, pinChain[2].env, env}
+		negative(f.name, f.desc, steward.RefusedRecord, 3, envs, []EnvelopeMeta{with(pinChain[0].dm, ""), with(pinChain[1].dm, ""), with(pinChain[2].dm, ""), with(dm, f.mutation)})
+	}
 	return out, nil
 }
 
@@ -952,6 +1032,7 @@ func ReceiptFiles() (map[string][]byte, error) {
 func VerifyVector(trusted ed25519.PublicKey, envs [][]byte) (int, error) {
 	var prev *steward.Opened
 	var idle steward.IdleLinks
+	var pins steward.PinLinks
 	for i, env := range envs {
 		o, err := steward.OpenEnvelope(env, trusted)
 		if err != nil {
@@ -965,6 +1046,10 @@ func VerifyVector(trusted ed25519.PublicKey, envs [][]byte) (int, error) {
 		// x_idle_record names an idle record earlier in the chain, of
 		// the same meter, whose power is x_idle_uw.
 		if err := idle.Add(o.Receipt); err != nil {
+			return i, err
+		}
+		// Each corpus's corpus-pin records name their predecessor.
+		if err := pins.Add(o.Receipt); err != nil {
 			return i, err
 		}
 		prev = o

@@ -66,6 +66,8 @@ type chain struct {
 	checked  uint64
 	// idle follows x_idle_record links to the idle records they name.
 	idle IdleLinks
+	// pins follows each corpus's corpus-pin records.
+	pins PinLinks
 }
 
 const verifyBatch = 256
@@ -183,6 +185,9 @@ func (c *chain) check(items []pending) error {
 			}
 		}
 		if err := c.idle.Add(rc); err != nil {
+			return c.damage(it.seq, it.off, err)
+		}
+		if err := c.pins.Add(rc); err != nil {
 			return c.damage(it.seq, it.off, err)
 		}
 		if c.visit != nil {

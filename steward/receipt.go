@@ -96,6 +96,11 @@ type Receipt struct {
 	// power of (PROFILE §22): the quiet stretch the span subtracts is
 	// itself sealed, so the idle figure is evidence, not display.
 	IdleRecord *uint64 `cbor:"x_idle_record,omitempty"`
+	// PinPrev is, on a corpus-pin record, the sequence of the corpus's
+	// previous corpus-pin record (PROFILE §22); absent on its first. The
+	// link is in the receipt so that a walk of the chain alone checks
+	// each corpus's pins form one line.
+	PinPrev *uint64 `cbor:"x_pin_prev,omitempty"`
 
 	// BusLoMV and BusHiMV are the bus-voltage band, mV, a shunt-only meter
 	// assumed (wire.Metering.BusBand): such a figure is never HwShunt.
@@ -673,6 +678,7 @@ const (
 	fRequestID
 	fTokensOut
 	fXErrorUJ
+	fXPinPrev
 	fXServeNs
 	fMeasuredUJ
 	fXBusHiMV
@@ -726,6 +732,7 @@ var coreFields = [numFields]coreField{
 	{"request_id", fRequestID, true, 0, true},
 	{"tokens_out", fTokensOut, false, math.MaxUint32, true},
 	{"x_error_uj", fXErrorUJ, false, math.MaxUint64, false},
+	{"x_pin_prev", fXPinPrev, false, math.MaxUint64, false},
 	{"x_serve_ns", fXServeNs, false, math.MaxUint64, false},
 	{"measured_uj", fMeasuredUJ, false, math.MaxUint64, false},
 	{"x_bus_hi_mv", fXBusHiMV, false, math.MaxUint64, false},
@@ -849,6 +856,8 @@ func (r *Receipt) uint(id fieldID) (uint64, bool) {
 		return opt(r.Shared)
 	case fXRun:
 		return opt(r.Run)
+	case fXPinPrev:
+		return opt(r.PinPrev)
 	case fXIdleUW:
 		return opt(r.IdleUW)
 	case fXFullScaleUW:
@@ -979,6 +988,8 @@ func (d *decoded) setUint(id fieldID, v uint64) {
 		r.Shared = opt()
 	case fXRun:
 		r.Run = opt()
+	case fXPinPrev:
+		r.PinPrev = opt()
 	case fXIdleUW:
 		r.IdleUW = opt()
 	case fXFullScaleUW:

@@ -42,7 +42,7 @@ const (
 
 // IsRecordKind says whether k is one of the x_record values.
 func IsRecordKind(k string) bool {
-	return k == RecordIdle || k == RecordRunOpen || k == RecordRunClose
+	return k == RecordIdle || k == RecordRunOpen || k == RecordRunClose || k == RecordCorpusPin
 }
 
 func recordErr(format string, a ...any) error {
@@ -54,12 +54,15 @@ func (r *Receipt) checkRecord(e wire.Energy) error {
 	if r.Run != nil && *r.Run >= r.Sequence {
 		return recordErr("x_run %d must name an earlier receipt than sequence %d", *r.Run, r.Sequence)
 	}
+	if r.PinPrev != nil && (r.Record == nil || *r.Record != RecordCorpusPin) {
+		return recordErr("x_pin_prev is carried by corpus-pin records only")
+	}
 	if r.Record == nil {
 		return nil
 	}
 	kind := *r.Record
 	if !IsRecordKind(kind) {
-		return fieldErr(RefusedFieldValue, "x_record %q is not one of %s, %s, %s", kind, RecordIdle, RecordRunOpen, RecordRunClose)
+		return fieldErr(RefusedFieldValue, "x_record %q is not one of %s, %s, %s, %s", kind, RecordIdle, RecordRunOpen, RecordRunClose, RecordCorpusPin)
 	}
 	if !r.hasMetering() {
 		return fieldErr(RefusedMissingField, "a record carries meshd's metering group (x_meter, x_meter_kind, x_window_ns, x_serve_ns, x_sealed_unix_ms)")
@@ -94,6 +97,8 @@ func (r *Receipt) checkRecord(e wire.Energy) error {
 			return recordErr("a run-open record opens its run: it carries no x_run")
 		case kind == RecordRunClose && r.Run == nil:
 			return recordErr("a run-close record names the run it closes in x_run")
+		case kind == RecordCorpusPin:
+			return r.checkCorpusPin()
 		}
 	}
 	return nil
@@ -175,11 +180,12 @@ type RunCloseDoc struct {
 // docField is one entry of a document map: a text, an unsigned integer
 // or an array of unsigned integers, by kind.
 type docField struct {
-	key  string
-	kind byte // wire.MajorText, wire.MajorUint or wire.MajorArray
-	text string
-	uint uint64
-	list []uint64
+	key   string
+	kind  byte // wire.MajorText, wire.MajorUint or wire.MajorArray
+	text  string
+	uint  uint64
+	list  []uint64
+	texts []string // an array of text strings (kind wire.MajorArray, list nil)
 }
 
 // encodeDoc writes fields as one deterministic CBOR map. The documents
@@ -189,6 +195,9 @@ func encodeDoc(fields []docField) []byte {
 	for i := range fields {
 		f := &fields[i]
 		size += len(f.key) + len(f.text) + 9*len(f.list) + 20
+		for _, t := range f.texts {
+			size += len(t) + 9
+		}
 		for j := i; j > 0 && keyLess(fields[j].key, fields[j-1].key); j-- {
 			fields[j], fields[j-1] = fields[j-1], fields[j]
 		}
@@ -202,6 +211,11 @@ func encodeDoc(fields []docField) []byte {
 			b = wire.AppendText(b, f.text)
 		case wire.MajorUint:
 			b = wire.AppendHead(b, wire.MajorUint, f.uint)
+		case textList:
+			b = wire.AppendHead(b, wire.MajorArray, uint64(len(f.texts)))
+			for _, t := range f.texts {
+				b = wire.AppendText(b, t)
+			}
 		default:
 			b = wire.AppendHead(b, wire.MajorArray, uint64(len(f.list)))
 			for _, v := range f.list {
@@ -299,8 +313,21 @@ func decodeDoc(b []byte) (map[string]any, error) {
 			if v > uint64(len(b)) {
 				return nil, docErr("%s: %d items in %d bytes", k, v, len(b))
 			}
-			xs := make([]uint64, 0, v)
 			off = vEnd
+			if im, _, _, err := wire.ReadHead(b, off); v > 0 && err == nil && im == wire.MajorText {
+				// An array of text strings (a corpus-pin's repos).
+				ts := make([]string, 0, v)
+				for j := uint64(0); j < v; j++ {
+					s, e, err := wire.ReadString(b, off, wire.MajorText)
+					if err != nil {
+						return nil, docErr("%s[%d]: want a text string", k, j)
+					}
+					ts, off = append(ts, string(s)), e
+				}
+				out[string(k)] = ts
+				continue
+			}
+			xs := make([]uint64, 0, v)
 			for j := uint64(0); j < v; j++ {
 				im, x, e, err := wire.ReadHead(b, off)
 				if err != nil || im != wire.MajorUint {
@@ -496,6 +523,12 @@ func CheckRecordDocument(r *Receipt, doc []byte) error {
 			return err
 		}
 		return eqRun(&d.Run)
+	case RecordCorpusPin:
+		d, err := DecodeCorpusPinDoc(doc)
+		if err != nil {
+			return err
+		}
+		return d.matches(r)
 	}
 	return docErr("x_record %q", *r.Record)
 }

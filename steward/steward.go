@@ -40,6 +40,9 @@ type Draft struct {
 	// record's sequence of the run the serve or record belongs to.
 	Record string
 	Run    *uint64
+	// PinPrev is x_pin_prev: on a corpus-pin record, the sequence of the
+	// corpus's previous corpus-pin record (CorpusPinDraft builds them).
+	PinPrev *uint64
 	// IdleRecord is x_idle_record: the sequence of the idle record whose
 	// power Metering.IdleUW is. It is sealed only beside x_idle_uw.
 	IdleRecord *uint64
@@ -193,6 +196,9 @@ func (s *Steward) assemble(d Draft, seq uint64, prev *wire.ContentID, nonce []by
 	}
 	if d.Run != nil {
 		r.Run = u64p(*d.Run)
+	}
+	if d.PinPrev != nil {
+		r.PinPrev = u64p(*d.PinPrev)
 	}
 	if d.FirstTokenNs != nil {
 		r.FirstTokenNs = u64p(*d.FirstTokenNs)

@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"meshd/agent/api/client"
-	"meshd/agent/corpus"
 	"meshd/rag"
 	"meshd/rag/binding"
+	"meshd/steward"
 )
 
 // startNATS runs an embedded nats-server on a free loopback port and
@@ -172,7 +171,6 @@ func TestCorpusFollowsBranch(t *testing.T) {
 	defer cancel()
 	p := st.Node.Providers()[0]
 	first := p.Description()
-	pins := filepath.Join(st.Dir, "state", "corpus", "example__docs.pins")
 
 	if moved, err := st.Node.SyncCorpora(ctx); err != nil || len(moved) != 0 {
 		t.Fatalf("sync at the same head: %v %v", moved, err)
@@ -186,10 +184,25 @@ func TestCorpusFollowsBranch(t *testing.T) {
 	if d.CorpusHash == first.CorpusHash || d.Repos[0].Commit != head || d.Hash() != d.CorpusHash {
 		t.Fatalf("after the sync: %+v", d)
 	}
-	logged, err := corpus.ReadPins(pins, st.Node.Trusted())
-	if err != nil || len(logged) != 2 || logged[0].CorpusHash != first.CorpusHash || logged[1].CorpusHash != d.CorpusHash ||
-		logged[1].Reused != 1 || logged[1].Embedded != 1 || logged[1].Repos[0].Commit != head {
-		t.Fatalf("pin log: %v %+v", err, logged)
+	// Each pin served is one corpus-pin record in the chain, the moved one
+	// naming the first.
+	envs, err := st.Node.Stores.Log.Range(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged []*steward.Receipt
+	for _, env := range envs {
+		o, err := steward.OpenEnvelope(env, st.Node.Trusted())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := o.Receipt; r.Record != nil && *r.Record == steward.RecordCorpusPin {
+			logged = append(logged, r)
+		}
+	}
+	if len(logged) != 2 || !strings.HasPrefix(logged[0].Recipe, "rag/v1:corpus="+first.CorpusHash+":") || logged[0].PinPrev != nil ||
+		!strings.HasPrefix(logged[1].Recipe, "rag/v1:corpus="+d.CorpusHash+":") || logged[1].PinPrev == nil || *logged[1].PinPrev != logged[0].Sequence {
+		t.Fatalf("pin records: %+v", logged)
 	}
 	found, err := client.Discover(ctx, connect(), client.ForCorpus("example/docs"), 1)
 	if err != nil || len(found) != 1 || found[0].CorpusHash != d.CorpusHash {

@@ -2,158 +2,219 @@ package corpus
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"path/filepath"
 
 	"meshd/steward"
 	"meshd/wire"
 )
 
-// PinPurpose is the value of mesh_rag_pin: a pin statement, which no
-// receipt, checkpoint, grant, attestation or reply statement opener takes.
-const PinPurpose = "meshd-rag-pin/v1"
+// Each pin a corpus begins to be served at is sealed in the steward's
+// receipt chain as a corpus-pin record (PROFILE §22) naming the corpus's
+// previous pin record. The node keeps, beside the corpus state, a small
+// index of the last pin record sealed (<org>__<name>.pin) so that finding
+// the predecessor does not read the whole chain; the chain, not the
+// index, is what is verified.
 
-// maxPinEnvelope bounds one framed statement (a corpus of many repos).
-const maxPinEnvelope = 1 << 20
-
-// PinRepo is one repo of a pin.
-type PinRepo struct {
-	ID     string `cbor:"id"`
-	Branch string `cbor:"branch"`
-	Commit string `cbor:"commit"`
+// Pins seals corpus pins into a steward's chain.
+type Pins struct {
+	Steward *steward.Steward
+	// Log is the steward's log: the index's record is confirmed there, and
+	// the chain is searched when the index is missing, stale or was left
+	// mid-seal.
+	Log *steward.Log
 }
 
-// PinStatement is the steward's signed word that a corpus began to be
-// served at a pin: which commits, which corpus hash, and the statement
-// before it in the corpus's pin log (its envelope's SHA-256), so the log
-// is a chain a verifier walks from the first statement.
-type PinStatement struct {
-	Purpose    string    `cbor:"mesh_rag_pin"`
-	Steward    string    `cbor:"steward"`
-	Corpus     string    `cbor:"corpus"`
-	CorpusHash string    `cbor:"corpus_hash"`
-	Repos      []PinRepo `cbor:"repos"`
-	// Embedded counts the chunks embedded for this pin, Reused the files
-	// kept (chunks and vectors) from the pin before.
-	Embedded uint64 `cbor:"embedded_chunks"`
-	Reused   uint64 `cbor:"reused_files"`
-	UnixMs   uint64 `cbor:"unix_ms"`
-	// Prev is the SHA-256 of the previous statement's envelope; absent on
-	// the first.
-	Prev []byte `cbor:"prev,omitempty"`
+// pinIndex is the index file: the envelope of the corpus's last pin
+// record, and the document of a pin being sealed (written before the
+// seal, cleared after), so a crash between the two is resolved from the
+// chain at the next seal.
+type pinIndex struct {
+	Sealed  []byte `cbor:"sealed,omitempty"`
+	Pending []byte `cbor:"pending,omitempty"`
 }
 
-// PinFor is the statement for corpus c served as org/name.
-func PinFor(org, name string, c *Corpus, st Stats, unixMs uint64) PinStatement {
-	ps := PinStatement{Corpus: org + "/" + name, CorpusHash: c.Hash(), Embedded: uint64(st.Embedded), Reused: uint64(st.Reused), UnixMs: unixMs}
-	for _, r := range c.Repos {
-		ps.Repos = append(ps.Repos, PinRepo{ID: r.ID, Branch: r.Branch, Commit: r.Commit})
-	}
-	return ps
+// lastPin is what a new pin needs of the corpus's last one.
+type lastPin struct {
+	seq    uint64
+	id     wire.ContentID
+	recipe string
+	env    []byte
 }
 
-// AppendPin seals ps with k and appends it to the pin log at path (a
-// 4-byte big-endian length, then the envelope), chained to the last
-// statement there, and syncs the file. It appends nothing when the last
-// statement already names ps's corpus hash (a restart at the same pin),
-// and reports whether it appended.
-func AppendPin(path string, k *steward.Key, ps PinStatement) (bool, error) {
-	prev, err := ReadPins(path, k.Public())
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return false, err
-	}
-	if n := len(prev); n > 0 {
-		if prev[n-1].CorpusHash == ps.CorpusHash {
-			return false, nil
-		}
-		h := sha256.Sum256(prev[n-1].envelope)
-		ps.Prev = h[:]
-	}
-	ps.Purpose, ps.Steward = PinPurpose, k.ID()
-	payload, err := wire.EncMode().Marshal(&ps)
-	if err != nil {
-		return false, fmt.Errorf("pin statement: %w", err)
-	}
-	env, err := steward.Sign1(k, payload)
-	if err != nil {
-		return false, fmt.Errorf("pin statement: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return false, err
-	}
-	rec := binary.BigEndian.AppendUint32(nil, uint32(len(env)))
-	if _, err := f.Write(append(rec, env...)); err != nil {
-		f.Close()
-		return false, fmt.Errorf("pin log %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return false, fmt.Errorf("pin log %s: %w", path, err)
-	}
-	return true, f.Close()
-}
-
-// SignedPin is a verified statement of a pin log.
-type SignedPin struct {
-	PinStatement
-	envelope []byte
-}
-
-// Envelope is the statement's COSE_Sign1 as logged.
-func (s SignedPin) Envelope() []byte { return s.envelope }
-
-// ReadPins reads and verifies the pin log at path: every statement signed
-// by trusted, of this purpose, in deterministic CBOR, each naming the one
-// before. A torn or altered log is an error naming the statement.
-func ReadPins(path string, trusted ed25519.PublicKey) ([]SignedPin, error) {
-	data, err := os.ReadFile(path)
+// Seal seals doc (its Prev is filled in here) as the corpus's new pin,
+// unless the corpus's last pin record has this recipe already (the same
+// corpus hash and embedding: a restart at the same pin). index is the
+// index file's path. It returns the sealed record, or nil when nothing
+// was sealed.
+func (p Pins) Seal(ctx context.Context, index string, doc steward.CorpusPinDoc, recipe string) (*steward.Sealed, error) {
+	last, err := p.last(ctx, index, steward.CorpusPinBackend(doc.Corpus))
 	if err != nil {
 		return nil, err
 	}
-	var out []SignedPin
-	var prevEnv []byte
-	for i := 0; len(data) > 0; i++ {
-		if len(data) < 4 {
-			return out, fmt.Errorf("pin log %s: statement %d: %w", path, i, io.ErrUnexpectedEOF)
-		}
-		n := binary.BigEndian.Uint32(data)
-		if n == 0 || n > maxPinEnvelope || int(n) > len(data)-4 {
-			return out, fmt.Errorf("pin log %s: statement %d: a length of %d with %d bytes left", path, i, n, len(data)-4)
-		}
-		env := data[4 : 4+n]
-		data = data[4+n:]
-		payload, _, err := steward.OpenTrusted(env, func(k ed25519.PublicKey) error {
-			if !k.Equal(trusted) {
-				return fmt.Errorf("signed by %x, not by the steward %x", []byte(k), []byte(trusted))
+	var prev *uint64
+	idx := pinIndex{}
+	if last != nil {
+		if last.recipe == recipe {
+			if err := writeIndex(index, pinIndex{Sealed: last.env}); err != nil {
+				return nil, err
 			}
-			return nil
-		})
-		if err != nil {
-			return out, fmt.Errorf("pin log %s: statement %d: %w", path, i, err)
+			return nil, nil
 		}
-		var ps PinStatement
-		if err := wire.DecMode().Unmarshal(payload, &ps); err != nil {
-			return out, fmt.Errorf("pin log %s: statement %d: %w", path, i, err)
-		}
-		if again, err := wire.EncMode().Marshal(&ps); err != nil || !bytes.Equal(again, payload) || ps.Purpose != PinPurpose {
-			return out, fmt.Errorf("pin log %s: statement %d is not a %s statement in deterministic CBOR", path, i, PinPurpose)
-		}
-		want := []byte(nil)
-		if prevEnv != nil {
-			h := sha256.Sum256(prevEnv)
-			want = h[:]
-		}
-		if !bytes.Equal(ps.Prev, want) {
-			return out, fmt.Errorf("pin log %s: statement %d does not name the statement before it", path, i)
-		}
-		out = append(out, SignedPin{PinStatement: ps, envelope: bytes.Clone(env)})
-		prevEnv = env
+		doc.Prev, prev = last.id.String(), &last.seq
+		idx.Sealed = last.env
 	}
-	return out, nil
+	d := steward.CorpusPinDraft(doc, recipe, prev)
+	idx.Pending = doc.Encode()
+	if err := writeIndex(index, idx); err != nil {
+		return nil, err
+	}
+	s, err := p.Steward.Seal(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("corpus pin: %w", err)
+	}
+	if err := writeIndex(index, pinIndex{Sealed: s.Envelope}); err != nil {
+		return s, err
+	}
+	return s, nil
 }
+
+// last finds the corpus's last pin record: the index's, confirmed in the
+// log, when no pin was left mid-seal; else the chain is searched (from the
+// index's record on, or from the start when the index is missing or names
+// a record the log does not hold).
+func (p Pins) last(ctx context.Context, index, backend string) (*lastPin, error) {
+	key := p.Steward.Public()
+	idx, err := readIndex(index)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	var last *lastPin
+	from := uint64(0)
+	if idx.Sealed != nil {
+		if lp, err := openPin(idx.Sealed, key, backend); err == nil {
+			got, err := p.Log.Range(ctx, lp.seq, 1)
+			if err != nil {
+				return nil, fmt.Errorf("pin index %s: %w", index, err)
+			}
+			if len(got) == 1 && bytes.Equal(got[0], idx.Sealed) {
+				last, from = lp, lp.seq+1
+			}
+		}
+	}
+	if last != nil && idx.Pending == nil {
+		return last, nil
+	}
+	found, err := p.scan(ctx, from, backend)
+	if err != nil {
+		return nil, err
+	}
+	if found != nil {
+		last = found
+	}
+	return last, nil
+}
+
+// scanBatch is how many envelopes a search of the chain reads at once.
+const scanBatch = 512
+
+// scan returns the last corpus-pin record of backend at or after from.
+func (p Pins) scan(ctx context.Context, from uint64, backend string) (*lastPin, error) {
+	key := p.Steward.Public()
+	kind := wire.AppendText(nil, steward.RecordCorpusPin)
+	var last *lastPin
+	for {
+		envs, err := p.Log.Range(ctx, from, scanBatch)
+		if err != nil {
+			return nil, fmt.Errorf("corpus pin: searching the receipt log: %w", err)
+		}
+		for _, env := range envs {
+			// Only records of this kind can be pins: skip the rest unopened.
+			if !bytes.Contains(env, kind) {
+				continue
+			}
+			if lp, err := openPin(env, key, backend); err == nil {
+				last = lp
+			}
+		}
+		if len(envs) < scanBatch {
+			return last, nil
+		}
+		from += uint64(len(envs))
+	}
+}
+
+// openPin opens env as a corpus-pin record of backend under key.
+func openPin(env []byte, key ed25519.PublicKey, backend string) (*lastPin, error) {
+	o, err := steward.OpenEnvelope(env, key)
+	if err != nil {
+		return nil, err
+	}
+	r := o.Receipt
+	if r.Record == nil || *r.Record != steward.RecordCorpusPin || r.Backend != backend {
+		return nil, fmt.Errorf("receipt %d is not a corpus-pin record of %s", r.Sequence, backend)
+	}
+	return &lastPin{seq: r.Sequence, id: o.ID, recipe: r.Recipe, env: bytes.Clone(env)}, nil
+}
+
+func readIndex(path string) (pinIndex, error) {
+	var idx pinIndex
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return idx, err
+	}
+	if err := wire.DecMode().Unmarshal(b, &idx); err != nil {
+		// An unreadable index is no index: the chain is searched.
+		return pinIndex{}, nil
+	}
+	return idx, nil
+}
+
+// writeIndex replaces the index atomically and durably.
+func writeIndex(path string, idx pinIndex) error {
+	b, err := wire.EncMode().Marshal(&idx)
+	if err != nil {
+		return fmt.Errorf("pin index: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("pin index: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("pin index %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("pin index %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("pin index %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("pin index %s: %w", path, err)
+	}
+	return nil
+}
+
+// PinDoc is the corpus-pin document of corpus c served as org/name, why
+// it began to be served, and what its ingestion embedded and reused.
+func PinDoc(org, name string, c *Corpus, st Stats, why string) steward.CorpusPinDoc {
+	d := steward.CorpusPinDoc{Corpus: org + "/" + name, CorpusHash: c.Hash(), Embedded: uint64(st.Embedded), Reused: uint64(st.Reused), Why: why}
+	for _, r := range c.Repos {
+		d.Repos = append(d.Repos, steward.PinRepo{ID: r.ID, Branch: r.Branch, Commit: r.Commit})
+	}
+	return d
+}
+
+// Recipe is the recipe of the provider's answers and of the pin records
+// of the corpus it serves now.
+func (p *Provider) Recipe() string { return answerBackend{p}.Recipe() }
+
+// RecipeFor is the answer recipe of corpus c under embedding recipe emb.
+func RecipeFor(c *Corpus, emb string) string { return "rag/v1:corpus=" + c.Hash() + ":embed=" + emb }

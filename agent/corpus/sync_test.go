@@ -10,12 +10,12 @@ import (
 
 	"meshd/rag"
 	"meshd/steward"
+	"meshd/wire"
 )
 
 // A provider that follows a branch moves its pin only when the branch's
 // head moved, embeds only the files that changed, serves the new corpus
-// signed afresh, and each pin it serves is logged as a signed statement
-// chained to the one before.
+// signed afresh.
 func TestSyncFollowsBranch(t *testing.T) {
 	ctx := context.Background()
 	g := newGitRepo(t)
@@ -35,28 +35,11 @@ func TestSyncFollowsBranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := steward.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
-	pins := filepath.Join(t.TempDir(), "example__docs.pins")
-	log := func(r SyncResult) bool {
-		t.Helper()
-		ok, err := AppendPin(pins, key, PinFor("example", "docs", r.Corpus, r.Stats, 1_767_225_600_000))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ok
-	}
-	if !log(SyncResult{Corpus: c}) {
-		t.Fatal("the first pin was not logged")
-	}
-
 	// The head has not moved: nothing is ingested or logged.
 	calls := emb.calls
 	r, err := p.Sync(ctx, cfg)
 	if err != nil || r.Moved || emb.calls != calls || p.Corpus() != c {
 		t.Fatalf("sync at the same head: %v moved=%v, %d embed calls", err, r.Moved, emb.calls-calls)
-	}
-	if log(r) {
-		t.Fatal("the same pin was logged twice")
 	}
 
 	// The branch moves: only shunt.md is embedded again.
@@ -84,38 +67,97 @@ func TestSyncFollowsBranch(t *testing.T) {
 			t.Fatalf("%s names %s, want %s", ch.Provenance.Path, ch.Provenance.Commit, want)
 		}
 	}
-	if !log(r) {
-		t.Fatal("the moved pin was not logged")
-	}
-	got, err := ReadPins(pins, key.Public())
-	if err != nil || len(got) != 2 || got[0].CorpusHash != c.Hash() || got[1].CorpusHash != d.CorpusHash ||
-		got[1].Repos[0].Commit != c2 || got[1].Embedded != 1 || got[1].Reused != 1 || got[0].Prev != nil || len(got[1].Prev) != 32 {
-		t.Fatalf("pin log: %v %+v", err, got)
-	}
-
-	// The log is the steward's and a chain: another key, an altered byte
-	// or a dropped first statement are refused.
-	other, _ := steward.NewKeyFromSeed(bytes.Repeat([]byte{4}, 32))
-	if _, err := ReadPins(pins, other.Public()); err == nil {
-		t.Error("a pin log verified under another key")
-	}
-	data, _ := os.ReadFile(pins)
-	altered := bytes.Clone(data)
-	altered[len(altered)-70] ^= 1
-	dropped := data[4+len(got[0].Envelope()):]
-	for name, b := range map[string][]byte{"altered": altered, "first dropped": dropped, "torn": data[:len(data)-1]} {
-		path := filepath.Join(t.TempDir(), "pins")
-		os.WriteFile(path, b, 0o600)
-		if _, err := ReadPins(path, key.Public()); err == nil {
-			t.Errorf("%s pin log verified", name)
-		}
-	}
-
 	// A branch that is not there is an error, and the served corpus stays.
 	bad := cfg
 	bad.Repos = []Repo{cfg.Repos[0]}
 	bad.Repos[0].Branch = "nope"
 	if _, err := p.Sync(ctx, bad); err == nil || !strings.Contains(err.Error(), `no branch "nope"`) || p.Corpus() != r.Corpus {
 		t.Fatalf("sync to a missing branch: %v", err)
+	}
+}
+
+// Each pin is sealed once in the steward's chain, naming the corpus's
+// pin before it: a pin equal to the last seals nothing, a moved one
+// exactly one record; the predecessor is found in the chain when the
+// index is lost or was left mid-seal, and the chain verifies.
+func TestPinsSealInTheChain(t *testing.T) {
+	ctx := context.Background()
+	key, _ := steward.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
+	dir := filepath.Join(t.TempDir(), "receipts")
+	l, _, err := steward.OpenLog(ctx, dir, steward.LogOptions{Key: key, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := steward.New(key, l, steward.Options{})
+	pins := Pins{Steward: st, Log: l}
+	index := filepath.Join(t.TempDir(), "example__docs.pin")
+	corpusAt := func(commit string) *Corpus {
+		return &Corpus{Model: "test/words:f32", Dim: 32, Repos: []Repo{{Repo: rag.Repo{ID: "alpha", URL: "https://example.org/alpha.git", Branch: "master", Commit: commit}}}}
+	}
+	seal := func(c *Corpus, why string) (*steward.Sealed, steward.CorpusPinDoc) {
+		t.Helper()
+		doc := PinDoc("example", "docs", c, Stats{Embedded: 4, Reused: 1}, why)
+		before := l.Next()
+		s, err := pins.Seal(ctx, index, doc, RecipeFor(c, "gguf:e5"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s == nil {
+			if l.Next() != before {
+				t.Fatalf("nothing sealed, but the log grew from %d to %d", before, l.Next())
+			}
+			return nil, doc
+		}
+		if l.Next() != before+1 {
+			t.Fatalf("a pin move sealed %d records", l.Next()-before)
+		}
+		if s.Receipt.Sequence > 0 {
+			prevEnv, _ := l.Range(ctx, *s.Receipt.PinPrev, 1)
+			doc.Prev = wire.ContentOf(prevEnv[0]).String()
+		}
+		if err := steward.CheckRecordDocument(s.Receipt, doc.Encode()); err != nil {
+			t.Fatal(err)
+		}
+		return s, doc
+	}
+	c1, c2, c3, c4 := corpusAt(strings.Repeat("1", 40)), corpusAt(strings.Repeat("2", 40)), corpusAt(strings.Repeat("3", 40)), corpusAt(strings.Repeat("4", 40))
+	first, _ := seal(c1, steward.PinStart)
+	if first == nil || first.Receipt.PinPrev != nil || first.Receipt.Backend != "rag:example/docs" || first.Receipt.Recipe != RecipeFor(c1, "gguf:e5") {
+		t.Fatalf("first pin: %+v", first)
+	}
+	if again, _ := seal(c1, steward.PinStart); again != nil {
+		t.Fatal("a restart at the same pin sealed it again")
+	}
+	// A serve between pins does not break the line.
+	if _, err := st.Seal(ctx, steward.RunRecordDraft(steward.RecordRunOpen, steward.RunOpenDoc{WorkloadSHA256: strings.Repeat("0", 64), Repetitions: 1, ServesDeclared: 1,
+		Harness: "h", Caller: "c", Board: "{}", Version: "v", Meters: "[]"}.Encode(), nil, "run open")); err != nil {
+		t.Fatal(err)
+	}
+	second, doc2 := seal(c2, steward.PinSync)
+	if second == nil || *second.Receipt.PinPrev != first.Receipt.Sequence || doc2.Prev != first.ID.String() {
+		t.Fatalf("moved pin: %+v %+v", second, doc2)
+	}
+	// The index lost: the chain is searched, the line kept.
+	if err := os.Remove(index); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := seal(c3, steward.PinReload)
+	if third == nil || *third.Receipt.PinPrev != second.Receipt.Sequence {
+		t.Fatalf("after losing the index: %+v", third)
+	}
+	// A crash between the seal and the index's update: the index still
+	// names the second pin with the third pending; the chain has the third.
+	if err := writeIndex(index, pinIndex{Sealed: second.Envelope, Pending: doc2.Encode()}); err != nil {
+		t.Fatal(err)
+	}
+	fourth, _ := seal(c4, steward.PinSync)
+	if fourth == nil || *fourth.Receipt.PinPrev != third.Receipt.Sequence {
+		t.Fatalf("after a seal left pending: %+v", fourth)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := steward.VerifyLog(ctx, dir, steward.VerifyOptions{Trusted: key.Public()}); err != nil {
+		t.Fatal(err)
 	}
 }

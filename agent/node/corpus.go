@@ -20,6 +20,7 @@ import (
 	"meshd/engine/subprocess"
 	"meshd/rag"
 	"meshd/shunt"
+	"meshd/steward"
 	"meshd/wire"
 )
 
@@ -50,30 +51,28 @@ func corpusConfig(cc config.Corpus) corpus.Config {
 	return ccfg
 }
 
-// corpusPath is where the corpus's state (suffix ".cbor") and pin log
-// (".pins") are kept.
+// corpusPath is where the corpus's state (suffix ".cbor") and the index
+// of its last pin record (".pin") are kept.
 func (n *Node) corpusPath(cc config.Corpus, suffix string) string {
 	return filepath.Join(n.cfg.Steward.StateDir, "corpus", cc.Org+"__"+cc.Name+suffix)
 }
 
-// logPin seals the pin now served into the corpus's pin log, unless the
-// log's last statement names it already. A log that cannot be written is
-// reported and the corpus served regardless: the pin log is the operator's
-// record of pin moves, not what answers are verified by (their receipts
-// name the corpus hash).
-func (n *Node) logPin(cc config.Corpus, c *corpus.Corpus, st corpus.Stats) {
-	now := time.Now()
-	if n.opts.Clock != nil {
-		now = n.opts.Clock()
-	}
-	path := n.corpusPath(cc, ".pins")
-	added, err := corpus.AppendPin(path, n.Key, corpus.PinFor(cc.Org, cc.Name, c, st, uint64(now.UnixMilli())))
-	if err != nil {
-		n.log.Error("corpus pin not logged", "corpus", cc.Org+"/"+cc.Name, "hash", c.Hash(), "pins", path, "err", err)
-		return
-	}
-	if added {
-		n.log.Info("corpus pin sealed", "corpus", cc.Org+"/"+cc.Name, "hash", c.Hash(), "pins", path)
+// sealPin seals the pin now served as a corpus-pin record in the
+// steward's chain (PROFILE §22), unless the corpus's last pin record
+// names it already (a restart at the same pin). A pin that cannot be
+// sealed is reported and the corpus served regardless: its answers'
+// receipts name the corpus hash in their recipe either way.
+func (n *Node) sealPin(ctx context.Context, cc config.Corpus, c *corpus.Corpus, st corpus.Stats, recipe, why string) {
+	name := cc.Org + "/" + cc.Name
+	n.pinMu.Lock()
+	defer n.pinMu.Unlock()
+	pins := corpus.Pins{Steward: n.Steward, Log: n.Stores.Log}
+	s, err := pins.Seal(context.WithoutCancel(ctx), n.corpusPath(cc, ".pin"), corpus.PinDoc(cc.Org, cc.Name, c, st, why), recipe)
+	switch {
+	case err != nil:
+		n.log.Error("corpus pin not sealed", "corpus", name, "hash", c.Hash(), "err", err)
+	case s != nil:
+		n.log.Info("corpus pin sealed", "corpus", name, "hash", c.Hash(), "why", why, "sequence", s.Receipt.Sequence, "id", s.ID.String())
 	}
 }
 
@@ -87,7 +86,7 @@ func (n *Node) OnCorpusMoved(f func()) {
 
 // SyncCorpora moves every corpus that follows its branches (sync) to their
 // heads now, if they moved: re-ingesting only changed files, saving the
-// state, sealing the new pin in the pin log. It returns the corpora whose
+// state, sealing the new pin in the receipt chain. It returns the corpora whose
 // pin moved and the first error (a corpus that failed keeps its pin).
 func (n *Node) SyncCorpora(ctx context.Context) ([]string, error) {
 	n.mu.Lock()
@@ -115,7 +114,7 @@ func (n *Node) SyncCorpora(ctx context.Context) ([]string, error) {
 		}
 		n.log.Info("corpus pin moved", "corpus", name, "from", r.Previous.Hash(), "to", r.Corpus.Hash(),
 			"reused", r.Stats.Reused, "embedded", r.Stats.Embedded, "chunks", r.Stats.Chunks)
-		n.logPin(c.Config, r.Corpus, r.Stats)
+		n.sealPin(ctx, c.Config, r.Corpus, r.Stats, c.Provider.Recipe(), steward.PinSync)
 		moved = append(moved, name)
 	}
 	if len(moved) > 0 {
@@ -306,7 +305,11 @@ func (n *Node) startCorpus(ctx context.Context, stateDir string, cc config.Corpu
 	if err := cp.Save(path); err != nil {
 		return fail(err)
 	}
-	n.logPin(cc, cp, st)
+	why := steward.PinStart
+	if old != nil {
+		why = steward.PinReload
+	}
+	n.sealPin(ctx, cc, cp, st, corpus.RecipeFor(cp, e.Recipe()), why)
 	n.log.Info("corpus ingested", "corpus", cc.Org+"/"+cc.Name, "hash", cp.Hash(), "files", st.Files, "reused", st.Reused,
 		"embedded", st.Embedded, "chunks", st.Chunks, "skipped", st.Skipped, "vector_bytes", cp.VectorBytes())
 	var signer *rag.PrivateKey

@@ -102,6 +102,9 @@ type Node struct {
 	syncDone    chan struct{}
 	syncKick    chan struct{}
 	corpusMoved []func()
+	// pinMu orders the sealing of corpus pins (a sync and a reload may
+	// move the same corpus at once): each names the last before it.
+	pinMu sync.Mutex
 	// stateLock is the flock on the state directory, held until Close.
 	stateLock *steward.DirLock
 

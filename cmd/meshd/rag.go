@@ -41,13 +41,25 @@ func announceRAG(ctx context.Context, n *node.Node, a *api.Server, log *slog.Log
 }
 
 // refresh re-announces after a reload: pins moved, corpora came or went.
-func (r *ragAnnouncement) refresh(log *slog.Logger) {
+// A node that announced nothing (it started with no corpus) starts
+// announcing once the reload brought corpora and [fleet] url is set. It
+// returns the announcement now running.
+func (r *ragAnnouncement) refresh(ctx context.Context, n *node.Node, a *api.Server, log *slog.Logger) *ragAnnouncement {
 	if r == nil {
-		return
+		nr, err := announceRAG(ctx, n, a, log)
+		if err != nil {
+			log.Error("announcing the corpora after the reload", "err", err)
+			return nil
+		}
+		if nr != nil {
+			log.Info("announcing the corpora on the fleet's NATS servers")
+		}
+		return nr
 	}
 	if err := r.ann.Refresh(); err != nil {
 		log.Error("re-announcing the corpora after the reload", "err", err)
 	}
+	return r
 }
 
 // stop withdraws the announcement before the drain, so callers stop

@@ -406,7 +406,7 @@ func (d *daemon) reload(ctx context.Context) {
 		d.log.Error("reload failed; keeping the running configuration", "err", err)
 		return
 	}
-	d.rag.refresh(d.log)
+	d.rag = d.rag.refresh(ctx, d.node, d.api, d.log)
 }
 
 // shutdown stops accepting and lets in-flight serves finish within
