@@ -174,11 +174,12 @@ func badStewards(r fleet.Report) int {
 	return n
 }
 
-// printFleetReport prints a line per steward: its verified head, count and
-// first problem; then the problems that name no steward.
+// printFleetReport prints a line per steward: its verified head, count,
+// its problems by kind and the first that a message showed; then the
+// problems that name no steward, and a summary by kind.
 func printFleetReport(w io.Writer, r fleet.Report) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STEWARD\tCOUNT\tHEAD\tCHECKPOINT\tDUPLICATES\tPROBLEMS\tFIRST PROBLEM")
+	fmt.Fprintln(tw, "STEWARD\tCOUNT\tHEAD\tCHECKPOINT\tDUPLICATES\tPROBLEMS\tKINDS\tFIRST PROBLEM")
 	receipts := uint64(0)
 	for _, s := range r.Stewards {
 		receipts += s.Count
@@ -186,17 +187,22 @@ func printFleetReport(w io.Writer, r fleet.Report) {
 		if s.Count > 0 {
 			head = fmt.Sprintf("seq %d %s", s.Count-1, s.Head)
 		}
-		first := "OK"
+		first, kinds := "OK", "-"
 		if p, ok := s.First(); ok {
 			first = p.Kind + ": " + p.Detail
+			kinds = fleet.KindsString(s.Kinds)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", s.Steward, s.Count, head, s.Checkpoint, s.Duplicates, s.ProblemCount, first)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", s.Steward, s.Count, head, s.Checkpoint, s.Duplicates, s.ProblemCount, kinds, first)
 	}
 	tw.Flush()
 	for _, p := range r.Fleet {
 		fmt.Fprintln(w, "fleet problem:", p)
 	}
-	fmt.Fprintf(w, "fleet: %d stewards, %d receipts verified, %d problem(s)\n", len(r.Stewards), receipts, r.ProblemCount())
+	summary := fmt.Sprintf("fleet: %d stewards, %d receipts verified, %d problem(s)", len(r.Stewards), receipts, r.ProblemCount())
+	if k := fleet.KindsString(r.Kinds()); k != "" {
+		summary += ": " + k
+	}
+	fmt.Fprintln(w, summary)
 }
 
 // printNewProblems prints, in -follow mode, the problems not printed yet.

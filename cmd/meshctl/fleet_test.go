@@ -299,3 +299,83 @@ func TestFleetVerifyFollow(t *testing.T) {
 		t.Errorf("after interrupt: %v\n%s", err, out.String())
 	}
 }
+
+// TestFleetVerifyTableNamesRealProblem publishes what an attacker or a
+// broken board would, each under a message id of its own making (as
+// `nats pub -H Nats-Msg-Id:...` does): garbage, a fleet member's receipt
+// under another's subject, an outsider's receipt, a subject naming a
+// made-up steward id, and a valid receipt under a made-up message id. The
+// table, without -follow, names each steward's real problem and kinds; a
+// made-up message id on garbage is not a replay.
+func TestFleetVerifyTableNamesRealProblem(t *testing.T) {
+	url, js := fleetServer(t)
+	garbled, garbledEnvs := fleetChain(t, 2)
+	victim, victimEnvs := fleetChain(t, 2)
+	neighbour, neighbourEnvs := fleetChain(t, 2)
+	target, targetEnvs := fleetChain(t, 2)
+	outsider, outsiderEnvs := fleetChain(t, 2)
+	madeUp, _ := fleetChain(t, 0)
+	relabelled, relabelledEnvs := fleetChain(t, 2)
+
+	withID := func(m *nats.Msg, id string) *nats.Msg {
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		return m
+	}
+	publishChain(t, js, garbled.ID(), garbledEnvs, 0, 1)
+	publish(t, js, withID(fleet.ReceiptMsg(garbled.ID(), 2, []byte("\x00garbage")), "audit-garbage"))
+	publishChain(t, js, victim.ID(), victimEnvs, 0)
+	publish(t, js, withID(fleet.ReceiptMsg(victim.ID(), 1, neighbourEnvs[1]), "audit-wrong-key"))
+	publishChain(t, js, victim.ID(), victimEnvs, 1)
+	publishChain(t, js, neighbour.ID(), neighbourEnvs, 0, 1)
+	publishChain(t, js, target.ID(), targetEnvs, 0, 1)
+	publish(t, js, withID(fleet.ReceiptMsg(target.ID(), 2, outsiderEnvs[0]), "audit-outsider"))
+	publish(t, js, withID(fleet.ReceiptMsg(madeUp.ID(), 0, outsiderEnvs[1]), "audit-made-up"))
+	publishChain(t, js, relabelled.ID(), relabelledEnvs, 0)
+	publish(t, js, withID(fleet.ReceiptMsg(relabelled.ID(), 1, relabelledEnvs[1]), "audit-relabel"))
+
+	trust := filepath.Join(t.TempDir(), "trusted")
+	var list strings.Builder
+	for _, k := range []*steward.Key{garbled, victim, neighbour, target, relabelled} {
+		list.WriteString(k.ID() + "\n")
+	}
+	if err := os.WriteFile(trust, []byte(list.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runFleet(t, "-url", url, "-trust", trust)
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 {
+		t.Fatalf("fleet verify: %v, want exit status 1\n%s", err, out)
+	}
+	if strings.Contains(out, "replay") {
+		t.Errorf("nothing was replayed, yet the output says so:\n%s", out)
+	}
+	for _, tc := range []struct {
+		name  string
+		id    string
+		kinds string
+		want  string
+	}{
+		{"garbage", garbled.ID(), "1 invalid", "invalid: receipt " + wire.ContentOf([]byte("\x00garbage")).String() + ": envelope: not a tagged COSE_Sign1"},
+		{"wrong key", victim.ID(), "1 forged", "forged: receipt " + wire.ContentOf(neighbourEnvs[1]).String() + " under this steward's subject is signed by key " + neighbour.ID() + ", another trusted steward"},
+		{"outsider key", target.ID(), "1 forged", "forged: receipt " + wire.ContentOf(outsiderEnvs[0]).String() + " under this steward's subject is signed by key " + outsider.ID() + ", which is not in the trusted list"},
+		{"made-up steward id", madeUp.ID(), "1 forged, 1 untrusted", "forged: receipt " + wire.ContentOf(outsiderEnvs[1]).String() + " under this steward's subject is signed by key " + outsider.ID() + ", which is not in the trusted list"},
+		{"made-up message id", relabelled.ID(), "1 message-id", `message-id: receipt ` + wire.ContentOf(relabelledEnvs[1]).String() + ` published under message id "audit-relabel", not its content id`},
+		{"clean neighbour", neighbour.ID(), " - ", " OK"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var line string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, tc.id) {
+					line = l
+				}
+			}
+			k, f := strings.Index(line, tc.kinds), strings.Index(line, tc.want)
+			if k < 0 || f < k {
+				t.Errorf("line %q lacks kinds %q or first problem %q", line, tc.kinds, tc.want)
+			}
+		})
+	}
+	if !strings.Contains(out, "fleet: 6 stewards, 10 receipts verified, 6 problem(s): 3 forged, 1 invalid, 1 message-id, 1 untrusted") {
+		t.Errorf("summary wrong:\n%s", out)
+	}
+}
