@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,6 +25,9 @@ type ConsumeConfig struct {
 	Stream string
 	// Durable names the pull consumer (DefaultDurable when empty).
 	Durable string
+	// FilterSubjects, if set, limits the consumer to those subjects: a
+	// shard's (ShardFilters).
+	FilterSubjects []string
 	// Follow keeps consuming until ctx ends; otherwise Consume returns
 	// once it has verified everything the stream held when it looked.
 	Follow bool
@@ -76,7 +80,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, v *Verifier, cfg Consu
 	// one message short.
 	var end uint64
 	if !cfg.Follow {
-		if end, err = streamEnd(ctx, js, cfg.Stream); err != nil {
+		if end, err = streamEnd(ctx, js, cfg.Stream, cfg.FilterSubjects); err != nil {
 			return err
 		}
 	}
@@ -145,14 +149,29 @@ const (
 	endPatience = 5 * time.Second
 )
 
-// streamEnd is the stream's last sequence now.
-func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
+// streamEnd is the stream's last sequence now, or the last of the
+// messages on filters when there are any.
+func streamEnd(ctx context.Context, js jetstream.JetStream, stream string, filters []string) (uint64, error) {
 	s, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, fmt.Errorf("stream %s not found: no board has published yet, or -stream is wrong", stream)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	if len(filters) > 0 {
+		end := uint64(0)
+		for _, f := range filters {
+			m, err := s.GetLastMsgForSubject(ctx, f)
+			switch {
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+			case err != nil:
+				return 0, fmt.Errorf("stream %s: last message on %s: %w", stream, f, err)
+			default:
+				end = max(end, m.Sequence)
+			}
+		}
+		return end, nil
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
@@ -165,11 +184,12 @@ func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint
 // with the verifier's position (see Consume).
 func position(ctx context.Context, js jetstream.JetStream, cfg ConsumeConfig, pos uint64) (jetstream.Consumer, error) {
 	cc := jetstream.ConsumerConfig{
-		Durable:       cfg.Durable,
-		Description:   "meshctl fleet verify",
-		AckPolicy:     jetstream.AckAllPolicy,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxAckPending: 4 * cfg.Fetch,
+		Durable:        cfg.Durable,
+		Description:    "meshctl fleet verify",
+		AckPolicy:      jetstream.AckAllPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MaxAckPending:  4 * cfg.Fetch,
+		FilterSubjects: cfg.FilterSubjects,
 	}
 	if pos > 0 {
 		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, pos+1
@@ -178,7 +198,7 @@ func position(ctx context.Context, js jetstream.JetStream, cfg ConsumeConfig, po
 	switch {
 	case err == nil:
 		ci := cons.CachedInfo()
-		if ci.AckFloor.Stream == pos && ci.Delivered.Stream == pos {
+		if ci.AckFloor.Stream == pos && ci.Delivered.Stream == pos && slices.Equal(ci.Config.FilterSubjects, cfg.FilterSubjects) {
 			return cons, nil
 		}
 		// The state file and the consumer disagree (a new or restored

@@ -258,7 +258,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 			continue
 		}
 		if !streamReady {
-			if _, err := EnsureStream(ctx, js, StreamConfig(p.cfg.Stream, p.cfg.Duplicates)); err != nil {
+			// Bounded like an acknowledgement: a request sent just as its
+			// server dies is never answered, and the run's context alone
+			// would wait for it forever.
+			sctx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout)
+			_, err := EnsureStream(sctx, js, StreamConfig(p.cfg.Stream, p.cfg.Duplicates))
+			cancel()
+			if err != nil {
 				if !fail("stream setup failed", err) {
 					break
 				}
