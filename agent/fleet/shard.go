@@ -52,10 +52,30 @@ func ShardFilters(k int) []string {
 // shard (cfg.Durable with "-<k>" appended, filtered to ShardFilters(k)),
 // each feeding its own verifier vs[k], all at once. save, if set, persists
 // shard k's verifier before its batch is acknowledged. It returns when
-// every shard has returned, with their errors joined.
+// every shard has returned, with their errors joined. The stream must be
+// partitioned into len(vs) shards (ShardedStreamConfig): filters over a
+// stream that is not would match nothing and report an empty fleet.
 func ConsumeShards(ctx context.Context, js jetstream.JetStream, vs []*Verifier, cfg ConsumeConfig, save func(k int) error) error {
 	if cfg.Durable == "" {
 		cfg.Durable = DefaultDurable
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	s, err := js.Stream(ctx, cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("stream %s not found: no board has published yet, or -stream is wrong", cfg.Stream)
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", cfg.Stream, err)
+	}
+	want := ShardTransform(len(vs))
+	if got := s.CachedInfo().Config.SubjectTransform; got == nil || *got != *want {
+		have := "none"
+		if got != nil {
+			have = got.Source + " -> " + got.Destination
+		}
+		return fmt.Errorf("stream %s is not partitioned into %d shards: its subject transform is %s, want %s -> %s", cfg.Stream, len(vs), have, want.Source, want.Destination)
 	}
 	errs := make([]error, len(vs))
 	var wg sync.WaitGroup

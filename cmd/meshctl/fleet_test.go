@@ -379,3 +379,58 @@ func TestFleetVerifyTableNamesRealProblem(t *testing.T) {
 		t.Errorf("summary wrong:\n%s", out)
 	}
 }
+
+// TestFleetVerifyShards verifies a stream partitioned into shards with one
+// consumer and state file per shard, and refuses -shards on a stream that
+// is not partitioned so (which would otherwise report an empty fleet).
+func TestFleetVerifyShards(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := fleet.EnsureStream(ctx, js, fleet.ShardedStreamConfig("", 4)); err != nil {
+		t.Fatal(err)
+	}
+	var first *steward.Key
+	for i := range 8 {
+		k, envs := fleetChain(t, 3)
+		publishChain(t, js, k.ID(), envs, 0, 1, 2)
+		if i == 0 {
+			first = k
+		}
+	}
+	_, other := fleetChain(t, 4)
+	publish(t, js, fleet.ReceiptMsg(first.ID(), 3, other[3]))
+	state := filepath.Join(t.TempDir(), "state")
+	url := s.ClientURL()
+	out, err := runFleet(t, "-url", url, "-shards", "4", "-state", state)
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(out, "fleet: 8 stewards, 24 receipts verified, 1 problem(s): 1 forged") {
+		t.Fatalf("sharded verify: %v\n%s", err, out)
+	}
+	// Each shard that had messages keeps its own state file.
+	files, _ := filepath.Glob(state + ".[0-3]")
+	if len(files) < 2 {
+		t.Errorf("state files %v: want one per shard that had messages, at least 2 of 4", files)
+	}
+	// A second run continues from each shard's state and finds the same.
+	if out, err := runFleet(t, "-url", url, "-shards", "4", "-state", state); !errors.As(err, &ee) || !strings.Contains(out, "fleet: 8 stewards, 24 receipts verified, 1 problem(s): 1 forged") {
+		t.Errorf("second sharded run: %v\n%s", err, out)
+	}
+	if _, err := runFleet(t, "-url", url, "-shards", "3"); err == nil || !strings.Contains(err.Error(), "is not partitioned into 3 shards") {
+		t.Errorf("-shards 3 on a stream of 4: %v", err)
+	}
+}
