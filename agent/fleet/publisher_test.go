@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childPublisher())
 	}
+	if os.Getenv(childServerEnv) != "" {
+		os.Exit(childServer())
+	}
 	os.Exit(m.Run())
 }
 
