@@ -140,7 +140,7 @@ func TestFleetSimulation(t *testing.T) {
 		lat := make([][]time.Duration, boards)
 		var sent, acked, failed atomic.Int64
 		var maxLag atomic.Uint64
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuTime()
 		interval := time.Duration(float64(time.Second) / st.rate)
 		var wg sync.WaitGroup
 		for i := range boards {
@@ -217,6 +217,7 @@ func TestFleetSimulation(t *testing.T) {
 		caught := time.Now()
 		waitFor(t, 10*time.Minute, "the verifier to catch up", func() bool { return v.Position() >= info.State.LastSeq })
 		catchUp := time.Since(caught)
+		cpuPer := float64((cpuTime() - cpu0).Microseconds()) / float64(max(1, acked.Load()))
 		var all []time.Duration
 		for _, l := range lat {
 			all = append(all, l...)
@@ -238,6 +239,7 @@ func TestFleetSimulation(t *testing.T) {
 		say("  ack latency p50 %v p99 %v max %v", pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), pct(1).Round(time.Millisecond))
 		say("  process memory (server, %d clients and the verifier, one process): peak RSS %.0f MB", boards, float64(peak)/(1<<20))
 		say("  verifier lag: at most %d messages behind the stream during the step; caught up %v after it", maxLag.Load(), catchUp.Round(time.Millisecond))
+		say("  CPU (getrusage, the whole process: server, clients, verifier) %.1f µs per message", cpuPer)
 		if f := failed.Load(); f > 0 {
 			t.Errorf("step %.0f/s: %d publishes failed", st.rate, f)
 		}
