@@ -71,7 +71,7 @@ func benchServeWithPublisher(b *testing.B, noSync bool, serves int) {
 	onRep := func() time.Duration {
 		d := rep(on, pub.Notify)
 		want := on.log.Durable()
-		waitFor(b, 30*time.Second, "the publisher to catch up", func() bool { return pub.Acked() == want })
+		waitFor(b, 30*time.Second, "the publisher to catch up", func() bool { return pub.Status().Next == want })
 		return d
 	}
 	offRep := func() time.Duration { return rep(off, func() {}) }
