@@ -26,37 +26,17 @@ import (
 // a route to every other and the JetStream meta group has a leader.
 func startCluster(t testing.TB, n int) []*server.Server {
 	t.Helper()
-	ports := make([]int, n)
-	var routes []string
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
-	}
+	// A port handed out and closed may be taken by another process before
+	// the server binds it; the cluster is then started again on new ports.
 	var servers []*server.Server
-	for i := range n {
-		o := &server.Options{
-			ServerName: fmt.Sprintf("mesh-%d", i),
-			Host:       "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: t.TempDir(),
-			NoLog: true, NoSigs: true,
-			Cluster: server.ClusterOpts{Name: "mesh", Host: "127.0.0.1", Port: ports[i]},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+	for attempt := 1; servers == nil; attempt++ {
+		var err error
+		if servers, err = tryCluster(t, n); err != nil {
+			if attempt == 3 {
+				t.Fatal(err)
+			}
+			t.Logf("cluster start %d: %v; again on new ports", attempt, err)
 		}
-		s, err := server.NewServer(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Start()
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("server %d not ready within 10s", i)
-		}
-		t.Cleanup(s.Shutdown)
-		servers = append(servers, s)
 	}
 	waitFor(t, 20*time.Second, "a full mesh of routes", func() bool {
 		for _, s := range servers {
@@ -77,6 +57,52 @@ func startCluster(t testing.TB, n int) []*server.Server {
 		return false
 	})
 	return servers
+}
+
+// tryCluster starts n clustered servers on ports picked now, or shuts down
+// what it started and says why not.
+func tryCluster(t testing.TB, n int) ([]*server.Server, error) {
+	ports := make([]int, n)
+	var routes []string
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+	}
+	var servers []*server.Server
+	fail := func(err error) ([]*server.Server, error) {
+		for _, s := range servers {
+			s.Shutdown()
+		}
+		return nil, err
+	}
+	for i := range n {
+		o := &server.Options{
+			ServerName: fmt.Sprintf("mesh-%d", i),
+			Host:       "127.0.0.1", Port: -1,
+			JetStream: true, StoreDir: t.TempDir(),
+			NoLog: true, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "mesh", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+		}
+		s, err := server.NewServer(o)
+		if err != nil {
+			return fail(err)
+		}
+		servers = append(servers, s)
+		t.Cleanup(s.Shutdown)
+		go s.Start()
+	}
+	for i, s := range servers {
+		if !s.ReadyForConnections(10 * time.Second) {
+			return fail(fmt.Errorf("server %d not ready within 10s (cluster port %d)", i, ports[i]))
+		}
+	}
+	return servers, nil
 }
 
 func clientURLs(servers []*server.Server) string {
