@@ -2,9 +2,12 @@ package fleet
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"testing"
 	"time"
+
+	"meshd/steward"
 )
 
 // TestShardsNeverSplitASteward stores many stewards' receipts and
@@ -85,6 +88,13 @@ func TestShardsNeverSplitASteward(t *testing.T) {
 		t.Errorf("the forged steward has %d problems, want 1", s.ProblemCount)
 	}
 
+	// A node's rollback check finds its newest receipt under the shard's
+	// subject too.
+	head, ok, err := NewestReceipt(ctx, js, DefaultStream, mustKey(t, ids[2]))
+	if err != nil || !ok || head.Sequence != chainLen-1 {
+		t.Errorf("newest receipt in the sharded stream: %+v %v %v, want sequence %d", head, ok, err, chainLen-1)
+	}
+
 	// The next receipts: each shard resumes from its own state.
 	publishAll(chainLen, chainLen+1)
 	_, all = run()
@@ -93,4 +103,13 @@ func TestShardsNeverSplitASteward(t *testing.T) {
 			t.Errorf("second run: steward %s (forged %v) count %d duplicates %d, want %d and 0: %v", s.Steward, s.Steward == ids[0], s.Count, s.Duplicates, chainLen+1, s.Problems)
 		}
 	}
+}
+
+func mustKey(t *testing.T, id string) ed25519.PublicKey {
+	t.Helper()
+	k, err := steward.ParsePublicKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
