@@ -139,7 +139,7 @@ func BenchmarkFleet(b *testing.B) {
 }
 
 // benchChains seals, once and in parallel, a chain per board.
-func benchChains(b *testing.B, boards, n int) ([]string, [][][]byte) {
+func benchChains(b testing.TB, boards, n int) ([]string, [][][]byte) {
 	ids := make([]string, boards)
 	chains := make([][][]byte, boards)
 	var wg sync.WaitGroup

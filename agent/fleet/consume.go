@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,6 +25,9 @@ type ConsumeConfig struct {
 	Stream string
 	// Durable names the pull consumer (DefaultDurable when empty).
 	Durable string
+	// FilterSubjects, if set, limits the consumer to those subjects: a
+	// shard's (ShardFilters).
+	FilterSubjects []string
 	// Follow keeps consuming until ctx ends; otherwise Consume returns
 	// once it has verified everything the stream held when it looked.
 	Follow bool
@@ -65,7 +69,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, v *Verifier, cfg Consu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cons, err := position(ctx, js, cfg, v.Position())
+	cons, delivered, err := position(ctx, js, cfg, v.Position())
 	if err != nil {
 		return err
 	}
@@ -76,13 +80,23 @@ func Consume(ctx context.Context, js jetstream.JetStream, v *Verifier, cfg Consu
 	// one message short.
 	var end uint64
 	if !cfg.Follow {
-		if end, err = streamEnd(ctx, js, cfg.Stream); err != nil {
+		if end, err = streamEnd(ctx, js, cfg.Stream, cfg.FilterSubjects); err != nil {
 			return err
 		}
 	}
 	failures, idle := 0, 0
 	for ctx.Err() == nil {
-		n, pending, err := consumeBatch(ctx, cons, v, cfg)
+		n, pending, err := consumeBatch(ctx, cons, v, cfg, &delivered)
+		if errors.Is(err, errDeliveryHole) {
+			// Messages were delivered to a fetch that had already given
+			// up; acknowledging past them would skip them for good. The
+			// consumer starts again after the last message verified.
+			log.Warn("fleet: "+err.Error()+"; repositioning the consumer", "position", v.Position())
+			if cons, delivered, err = position(ctx, js, cfg, v.Position()); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -145,14 +159,29 @@ const (
 	endPatience = 5 * time.Second
 )
 
-// streamEnd is the stream's last sequence now.
-func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
+// streamEnd is the stream's last sequence now, or the last of the
+// messages on filters when there are any.
+func streamEnd(ctx context.Context, js jetstream.JetStream, stream string, filters []string) (uint64, error) {
 	s, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, fmt.Errorf("stream %s not found: no board has published yet, or -stream is wrong", stream)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	if len(filters) > 0 {
+		end := uint64(0)
+		for _, f := range filters {
+			m, err := s.GetLastMsgForSubject(ctx, f)
+			switch {
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+			case err != nil:
+				return 0, fmt.Errorf("stream %s: last message on %s: %w", stream, f, err)
+			default:
+				end = max(end, m.Sequence)
+			}
+		}
+		return end, nil
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
@@ -161,15 +190,21 @@ func streamEnd(ctx context.Context, js jetstream.JetStream, stream string) (uint
 	return info.State.LastSeq, nil
 }
 
+// errDeliveryHole: the consumer's delivery sequence skipped, so messages
+// went to a fetch that no longer listened.
+var errDeliveryHole = errors.New("consumer delivered messages this run never received")
+
 // position returns the durable consumer, re-created where it disagrees
-// with the verifier's position (see Consume).
-func position(ctx context.Context, js jetstream.JetStream, cfg ConsumeConfig, pos uint64) (jetstream.Consumer, error) {
+// with the verifier's position (see Consume), and the consumer sequence it
+// has delivered up to.
+func position(ctx context.Context, js jetstream.JetStream, cfg ConsumeConfig, pos uint64) (jetstream.Consumer, uint64, error) {
 	cc := jetstream.ConsumerConfig{
-		Durable:       cfg.Durable,
-		Description:   "meshctl fleet verify",
-		AckPolicy:     jetstream.AckAllPolicy,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxAckPending: 4 * cfg.Fetch,
+		Durable:        cfg.Durable,
+		Description:    "meshctl fleet verify",
+		AckPolicy:      jetstream.AckAllPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MaxAckPending:  4 * cfg.Fetch,
+		FilterSubjects: cfg.FilterSubjects,
 	}
 	if pos > 0 {
 		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, pos+1
@@ -178,32 +213,36 @@ func position(ctx context.Context, js jetstream.JetStream, cfg ConsumeConfig, po
 	switch {
 	case err == nil:
 		ci := cons.CachedInfo()
-		if ci.AckFloor.Stream == pos && ci.Delivered.Stream == pos {
-			return cons, nil
+		if ci.AckFloor.Stream == pos && ci.Delivered.Stream == pos && slices.Equal(ci.Config.FilterSubjects, cfg.FilterSubjects) {
+			return cons, ci.Delivered.Consumer, nil
 		}
 		// The state file and the consumer disagree (a new or restored
 		// state file, or a run that stopped between saving and
 		// acknowledging): the state file wins.
 		if err := js.DeleteConsumer(ctx, cfg.Stream, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, fmt.Errorf("reposition consumer %s on stream %s: %w", cfg.Durable, cfg.Stream, err)
+			return nil, 0, fmt.Errorf("reposition consumer %s on stream %s: %w", cfg.Durable, cfg.Stream, err)
 		}
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return nil, fmt.Errorf("stream %s not found: no board has published yet, or -stream is wrong", cfg.Stream)
+		return nil, 0, fmt.Errorf("stream %s not found: no board has published yet, or -stream is wrong", cfg.Stream)
 	default:
-		return nil, fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, cfg.Stream, err)
+		return nil, 0, fmt.Errorf("consumer %s on stream %s: %w", cfg.Durable, cfg.Stream, err)
 	}
 	cons, err = js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc)
 	if err != nil {
-		return nil, fmt.Errorf("create consumer %s on stream %s: %w", cfg.Durable, cfg.Stream, err)
+		return nil, 0, fmt.Errorf("create consumer %s on stream %s: %w", cfg.Durable, cfg.Stream, err)
 	}
-	return cons, nil
+	return cons, 0, nil
 }
 
 // consumeBatch fetches, verifies, saves and acknowledges one batch. It
 // returns how many messages came and how many the server had left after
-// the last.
-func consumeBatch(ctx context.Context, cons jetstream.Consumer, v *Verifier, cfg ConsumeConfig) (int, uint64, error) {
+// the last. delivered is the consumer sequence received so far: a fetch
+// that expires under load leaves the messages the server sent it
+// undelivered to anyone, and the next fetch's sequence jumps. Only the
+// messages before such a hole are verified and acknowledged (all below the
+// acknowledged one count as acknowledged), and errDeliveryHole is returned.
+func consumeBatch(ctx context.Context, cons jetstream.Consumer, v *Verifier, cfg ConsumeConfig, delivered *uint64) (int, uint64, error) {
 	var (
 		batch jetstream.MessageBatch
 		err   error
@@ -222,12 +261,21 @@ func consumeBatch(ctx context.Context, cons jetstream.Consumer, v *Verifier, cfg
 		msgs    []Message
 		last    jetstream.Msg
 		pending uint64
+		hole    error
 	)
 	for m := range batch.Messages() {
+		if hole != nil {
+			continue // drained, not used: redelivered after the reposition
+		}
 		meta, err := m.Metadata()
 		if err != nil {
 			return 0, 0, fmt.Errorf("message on %s: %w", m.Subject(), err)
 		}
+		if meta.Sequence.Consumer != *delivered+1 {
+			hole = fmt.Errorf("%w (delivery %d after %d, stream message %d)", errDeliveryHole, meta.Sequence.Consumer, *delivered, meta.Sequence.Stream)
+			continue
+		}
+		*delivered = meta.Sequence.Consumer
 		msgs = append(msgs, Message{Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), StreamSeq: meta.Sequence.Stream})
 		last, pending = m, meta.NumPending
 	}
@@ -239,7 +287,7 @@ func consumeBatch(ctx context.Context, cons jetstream.Consumer, v *Verifier, cfg
 		}
 	}
 	if len(msgs) == 0 {
-		return 0, 0, nil
+		return 0, 0, hole
 	}
 	v.FeedBatch(msgs)
 	if cfg.Save != nil {
@@ -253,5 +301,5 @@ func consumeBatch(ctx context.Context, cons jetstream.Consumer, v *Verifier, cfg
 	if err := last.DoubleAck(actx); err != nil {
 		return len(msgs), pending, fmt.Errorf("acknowledge stream message %d: %w", msgs[len(msgs)-1].StreamSeq, err)
 	}
-	return len(msgs), pending, nil
+	return len(msgs), pending, hole
 }

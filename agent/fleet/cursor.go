@@ -39,19 +39,28 @@ func readCursor(path string) (cursor, error) {
 	return c, nil
 }
 
-// writeCursor replaces the cursor file atomically: a crash leaves either
-// the old cursor or the new one, never a torn file.
+// writeCursor replaces the cursor file by a rename, so that it is never
+// torn, but without fsync: a cursor lost or older after a crash only makes
+// the publisher republish receipts the stream already holds, which the
+// server and the verifier recognise as duplicates, while two fsyncs per
+// published batch would be paid on every node's serve path.
 func writeCursor(path string, c cursor) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(b, '\n'), 0o600)
+	return writeFile(path, append(b, '\n'), 0o600, false)
 }
 
 // writeFileAtomic writes data to a temporary file beside path, makes it
 // durable, renames it over path and makes the rename durable.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, true)
+}
+
+// writeFile writes data to a temporary file beside path and renames it
+// over path; with durable, both the file and the rename are synced.
+func writeFile(path string, data []byte, perm os.FileMode, durable bool) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -66,7 +75,7 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if _, err = f.Write(data); err == nil {
 		err = f.Chmod(perm)
 	}
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -77,6 +86,9 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	}
 	if err = os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if !durable {
+		return nil
 	}
 	d, err := os.Open(dir)
 	if err != nil {

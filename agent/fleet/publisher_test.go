@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childPublisher())
 	}
+	if os.Getenv(childServerEnv) != "" {
+		os.Exit(childServer())
+	}
 	os.Exit(m.Run())
 }
 
@@ -419,9 +422,12 @@ func TestPublisherCursorRecovery(t *testing.T) {
 			if !strings.Contains(logs.String(), tc.warn) {
 				t.Errorf("log lacks %q:\n%s", tc.warn, logs.String())
 			}
-			if got, err := readCursor(path); err != nil || got.Next != want || got.Steward != n.id() {
-				t.Errorf("cursor %+v %v, want %d for %s", got, err, want, n.id())
-			}
+			// The cursor follows within cursorEvery of catching up, and
+			// Acked with it.
+			waitFor(t, 10*time.Second, "the cursor file to record the catch-up", func() bool {
+				got, err := readCursor(path)
+				return err == nil && got.Next == want && got.Steward == n.id() && r.p.Acked() == want
+			})
 		})
 	}
 }

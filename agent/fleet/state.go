@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 
+	"meshd/steward"
 	"meshd/wire"
 )
 
@@ -39,6 +41,9 @@ type stewardState struct {
 	Recent       []byte    `json:"recent,omitempty"`
 	Problems     []Problem `json:"problems,omitempty"`
 	ProblemCount int       `json:"problem_count,omitempty"`
+	// Kinds counts the problems by kind (absent from states written
+	// before it was kept: then the kept problems are counted).
+	Kinds map[string]int `json:"kinds,omitempty"`
 	// Ahead and Pending are envelopes beyond the head, verified again on
 	// load: a state file is not trusted with a signature's verdict.
 	Ahead   []early64 `json:"ahead,omitempty"`
@@ -61,12 +66,31 @@ func (v *Verifier) Position() uint64 {
 // MarshalState returns the verifier's state for a later run.
 func (v *Verifier) MarshalState() ([]byte, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	st := stateFile{Version: stateVersion, Position: v.position, Messages: v.messages, Fleet: v.fleet}
-	for _, c := range v.chains {
+	st := stateFile{Version: stateVersion, Position: v.position, Messages: v.messages, Fleet: slices.Clone(v.fleet)}
+	v.mu.Unlock()
+	for _, pt := range v.parts {
+		pt.mu.Lock()
+		st.Stewards = pt.marshal(st.Stewards)
+		pt.mu.Unlock()
+	}
+	slices.SortFunc(st.Stewards, func(a, b stewardState) int {
+		switch {
+		case a.Steward < b.Steward:
+			return -1
+		case a.Steward > b.Steward:
+			return 1
+		}
+		return 0
+	})
+	return json.Marshal(&st)
+}
+
+// marshal appends the partition's chains. Called with pt.mu held.
+func (pt *part) marshal(out []stewardState) []stewardState {
+	for _, c := range pt.chains {
 		s := stewardState{
 			Steward: c.id, Count: c.count, Duplicates: c.dups, Checkpoint: c.checkpoint,
-			Problems: c.problems, ProblemCount: c.nProblem,
+			Problems: slices.Clone(c.problems), ProblemCount: c.nProblem, Kinds: maps.Clone(c.kinds),
 		}
 		if c.count > 0 {
 			s.Head = c.head.String()
@@ -83,18 +107,9 @@ func (v *Verifier) MarshalState() ([]byte, error) {
 		for _, cp := range c.pending {
 			s.Pending = append(s.Pending, cp.Envelope)
 		}
-		st.Stewards = append(st.Stewards, s)
+		out = append(out, s)
 	}
-	slices.SortFunc(st.Stewards, func(a, b stewardState) int {
-		switch {
-		case a.Steward < b.Steward:
-			return -1
-		case a.Steward > b.Steward:
-			return 1
-		}
-		return 0
-	})
-	return json.Marshal(&st)
+	return out
 }
 
 // UnmarshalState restores a state from MarshalState into an empty verifier.
@@ -109,49 +124,72 @@ func (v *Verifier) UnmarshalState(b []byte) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if len(v.chains) != 0 || v.messages != 0 {
+	if v.messages != 0 {
 		return fmt.Errorf("%w: the verifier already holds chains", errState)
+	}
+	for _, pt := range v.parts {
+		pt.mu.Lock()
+		n := len(pt.chains)
+		pt.mu.Unlock()
+		if n != 0 {
+			return fmt.Errorf("%w: the verifier already holds chains", errState)
+		}
 	}
 	v.position, v.messages, v.fleet = st.Position, st.Messages, st.Fleet
 	for _, s := range st.Stewards {
-		p := prepare(Message{Subject: ReceiptSubject(s.Steward)})
-		if p.subjectErr != nil {
-			return fmt.Errorf("%w: %v", errState, p.subjectErr)
+		if err := v.partOf(s.Steward).restore(s); err != nil {
+			return err
 		}
-		c := v.chainFor(s.Steward, p.key)
-		c.count, c.dups, c.checkpoint = s.Count, s.Duplicates, s.Checkpoint
-		c.problems, c.nProblem = s.Problems, s.ProblemCount
-		if s.Count > 0 {
-			h, err := wire.ParseContentID(s.Head)
-			if err != nil {
-				return fmt.Errorf("%w: steward %s: head: %v", errState, s.Steward, err)
-			}
-			c.head = h
-		}
-		if len(s.Recent)%len(wire.ContentID{}) != 0 || uint64(len(s.Recent)/32) > s.Count {
-			return fmt.Errorf("%w: steward %s: %d bytes of recent ids", errState, s.Steward, len(s.Recent))
-		}
-		n := len(s.Recent) / 32
-		for i := range n {
-			var id wire.ContentID
-			copy(id[:], s.Recent[i*32:])
-			c.remember(s.Count-uint64(n-i), id, v.cfg.Window)
-		}
-		if n > 0 && c.ring[(s.Count-1)%uint64(len(c.ring))] != c.head {
-			return fmt.Errorf("%w: steward %s: recent ids do not end at the head", errState, s.Steward)
-		}
-		// Re-feeding the buffered envelopes verifies them again and puts
-		// them back where they belong.
-		msgs := v.messages
-		for _, e := range s.Ahead {
-			v.apply(prepare(Message{Subject: ReceiptSubject(s.Steward), Data: e.Env, StreamSeq: e.StreamSeq}))
-		}
-		for _, env := range s.Pending {
-			v.apply(prepare(Message{Subject: CheckpointSubject(s.Steward), Data: env}))
-		}
-		v.messages = msgs
 	}
 	v.position = st.Position
+	return nil
+}
+
+// restore puts one steward's saved chain back.
+func (pt *part) restore(s stewardState) error {
+	v := pt.v
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	key, err := steward.ParsePublicKey(s.Steward)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errState, err)
+	}
+	c := pt.chainFor(s.Steward, key)
+	c.count, c.dups, c.checkpoint = s.Count, s.Duplicates, s.Checkpoint
+	c.problems, c.nProblem, c.kinds = s.Problems, s.ProblemCount, s.Kinds
+	if c.kinds == nil && len(c.problems) > 0 {
+		c.kinds = map[string]int{}
+		for _, p := range c.problems {
+			c.kinds[p.Kind]++
+		}
+	}
+	if s.Count > 0 {
+		h, err := wire.ParseContentID(s.Head)
+		if err != nil {
+			return fmt.Errorf("%w: steward %s: head: %v", errState, s.Steward, err)
+		}
+		c.head = h
+	}
+	if len(s.Recent)%len(wire.ContentID{}) != 0 || uint64(len(s.Recent)/32) > s.Count {
+		return fmt.Errorf("%w: steward %s: %d bytes of recent ids", errState, s.Steward, len(s.Recent))
+	}
+	n := len(s.Recent) / 32
+	for i := range n {
+		var id wire.ContentID
+		copy(id[:], s.Recent[i*32:])
+		c.remember(s.Count-uint64(n-i), id, v.cfg.Window)
+	}
+	if n > 0 && c.ring[(s.Count-1)%uint64(len(c.ring))] != c.head {
+		return fmt.Errorf("%w: steward %s: recent ids do not end at the head", errState, s.Steward)
+	}
+	// Re-feeding the buffered envelopes verifies them again and puts
+	// them back where they belong.
+	for _, e := range s.Ahead {
+		pt.apply(pt.prepare(Message{Subject: ReceiptSubject(s.Steward), Data: e.Env, StreamSeq: e.StreamSeq}, route{steward: s.Steward}))
+	}
+	for _, env := range s.Pending {
+		pt.apply(pt.prepare(Message{Subject: CheckpointSubject(s.Steward), Data: env}, route{checkpoint: true, steward: s.Steward}))
+	}
 	return nil
 }
 

@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"runtime"
 	"slices"
 	"sort"
@@ -43,9 +45,14 @@ const (
 	ProblemInvalid = "invalid"
 	// ProblemFork: two different envelopes with one sequence.
 	ProblemFork = "fork"
-	// ProblemReplay: an envelope republished under a message id that is
-	// not its content id, which the publisher never does.
+	// ProblemReplay: an envelope already verified, republished under a
+	// message id that is not its content id, which the publisher never
+	// does: someone replayed it past the server's de-duplication.
 	ProblemReplay = "replay"
+	// ProblemMessageID: a valid envelope seen for the first time under a
+	// message id that is not its content id (the publisher always uses
+	// the content id, so another publisher made the id up).
+	ProblemMessageID = "message-id"
 	// ProblemHeader: a Mesh-Seq or Mesh-Steward header contradicts the
 	// signed content.
 	ProblemHeader = "header"
@@ -111,22 +118,36 @@ type VerifierConfig struct {
 	// MaxAhead is how many receipts past a gap are held (DefaultMaxAhead
 	// when zero).
 	MaxAhead int
-	// Workers bounds the signature checks FeedBatch runs in parallel
+	// Workers is how many partitions the stewards are hashed into, and
+	// so how many goroutines FeedBatch runs: each owns whole stewards, so
+	// a steward's messages are judged in the order they were fed
 	// (GOMAXPROCS when zero).
 	Workers int
 }
 
 // Verifier checks a fleet's receipt chains from the messages it is fed, in
 // any order. It is safe for concurrent use.
+//
+// Chains are independent, so the stewards are hashed into partitions, each
+// with its own lock and map: FeedBatch gives each partition's messages to
+// one goroutine, which checks signatures and links for whole stewards, in
+// feed order, without touching another partition's state.
 type Verifier struct {
 	cfg     VerifierConfig
 	trusted map[string]bool // nil: no list
+	parts   []*part
 
 	mu       sync.Mutex
-	chains   map[string]*chain
 	fleet    []Problem // problems that name no steward key
 	messages uint64
 	position uint64 // stream sequence of the last message applied
+}
+
+// part is one partition of the stewards.
+type part struct {
+	v      *Verifier
+	mu     sync.Mutex
+	chains map[string]*chain
 }
 
 // NewVerifier returns an empty verifier.
@@ -140,7 +161,10 @@ func NewVerifier(cfg VerifierConfig) *Verifier {
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
-	v := &Verifier{cfg: cfg, chains: map[string]*chain{}}
+	v := &Verifier{cfg: cfg, parts: make([]*part, cfg.Workers)}
+	for i := range v.parts {
+		v.parts[i] = &part{v: v, chains: map[string]*chain{}}
+	}
 	if cfg.Trusted != nil {
 		v.trusted = make(map[string]bool, len(cfg.Trusted))
 		for _, id := range cfg.Trusted {
@@ -172,6 +196,7 @@ type chain struct {
 
 	problems []Problem // the first maxKept
 	nProblem int
+	kinds    map[string]int // every problem counted by kind
 }
 
 // early is an envelope that arrived before the sequences below it.
@@ -181,8 +206,8 @@ type early struct {
 	streamSeq uint64
 }
 
-// prepared is a message after the stateless checks, which FeedBatch runs
-// in parallel: subject, signature, decoding.
+// prepared is a message after the stateless checks: subject, signature,
+// decoding.
 type prepared struct {
 	msg        Message
 	checkpoint bool
@@ -195,113 +220,232 @@ type prepared struct {
 	subjectErr error // the subject names no steward key
 }
 
-func prepare(m Message) prepared {
-	p := prepared{msg: m, id: wire.ContentOf(m.Data)}
-	cp, id, ok := splitSubject(m.Subject)
+// route is the first look at a message: which tree its subject is in and
+// which steward it names, without parsing the key.
+type route struct {
+	checkpoint bool
+	steward    string
+	err        error
+}
+
+func routeOf(subject string) route {
+	cp, id, ok := splitSubject(subject)
 	if !ok {
-		p.subjectErr = fmt.Errorf("subject %q is not %s<steward> or %s<steward>", m.Subject, ReceiptPrefix, CheckpointPrefix)
-		return p
+		return route{err: fmt.Errorf("subject %q is not %s<steward> or %s<steward>", subject, ReceiptPrefix, CheckpointPrefix)}
 	}
-	key, err := steward.ParsePublicKey(id)
-	if err != nil {
-		p.subjectErr = fmt.Errorf("subject %q: steward %q is not a public key: %v", m.Subject, id, err)
-		return p
+	return route{checkpoint: cp, steward: id}
+}
+
+// partOf is the partition that owns a steward: a hash of its id, so that
+// every message of one steward goes to the same partition.
+func (v *Verifier) partOf(id string) *part { return v.parts[v.partIndex(id)] }
+
+func (v *Verifier) partIndex(id string) int {
+	if len(v.parts) == 1 {
+		return 0
 	}
-	p.checkpoint, p.steward, p.key = cp, id, key
-	if cp {
-		p.cp, p.err = steward.OpenCheckpoint(m.Data, key)
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(len(v.parts)))
+}
+
+// prepare checks m's signature under the key its subject names. The key is
+// taken from the steward's chain when one exists, so it is parsed once per
+// steward, not once per message. Called with pt.mu held.
+func (pt *part) prepare(m Message, r route) prepared {
+	p := prepared{msg: m, checkpoint: r.checkpoint, steward: r.steward}
+	if c := pt.chains[r.steward]; c != nil {
+		p.key = c.key
 	} else {
-		p.opened, p.err = steward.OpenEnvelope(m.Data, key)
+		key, err := steward.ParsePublicKey(r.steward)
+		if err != nil {
+			p.subjectErr = fmt.Errorf("subject %q: steward %q is not a public key: %v", m.Subject, r.steward, err)
+			return p
+		}
+		p.key = key
+	}
+	if r.checkpoint {
+		p.cp, p.err = steward.OpenCheckpoint(m.Data, p.key)
+		p.id = wire.ContentOf(m.Data)
+	} else if p.opened, p.err = steward.OpenEnvelope(m.Data, p.key); p.err == nil {
+		p.id = p.opened.ID // hashed once, by OpenEnvelope
+	} else {
+		p.id = wire.ContentOf(m.Data)
 	}
 	return p
 }
 
 // Feed verifies one message.
 func (v *Verifier) Feed(m Message) {
-	p := prepare(m)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.apply(p)
+	v.FeedBatch([]Message{m})
 }
 
-// FeedBatch verifies messages in order, checking their signatures in
-// parallel first: the signature is most of the cost of a message.
+// fleetProblem is a problem that names no steward key, with the index of
+// the message that showed it in its batch.
+type fleetProblem struct {
+	i int
+	p Problem
+}
+
+// FeedBatch verifies messages, each steward's in the order given. The
+// stewards' partitions are worked on in parallel, one goroutine each.
 func (v *Verifier) FeedBatch(ms []Message) {
-	ps := make([]prepared, len(ms))
-	workers := min(v.cfg.Workers, len(ms))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(ms); i += workers {
-				ps[i] = prepare(ms[i])
-			}
-		})
+	if len(ms) == 0 {
+		return
 	}
-	wg.Wait()
+	routes := make([]route, len(ms))
+	idx := make([][]int, len(v.parts))
+	var fleet []fleetProblem
+	for i, m := range ms {
+		routes[i] = routeOf(m.Subject)
+		if r := routes[i]; r.err != nil {
+			fleet = append(fleet, fleetProblem{i, Problem{Kind: ProblemSubject, Detail: r.err.Error(), StreamSeq: m.StreamSeq}})
+			continue
+		}
+		k := v.partIndex(routes[i].steward)
+		idx[k] = append(idx[k], i)
+	}
+	found := make([][]fleetProblem, len(v.parts))
+	busy := 0
+	for _, is := range idx {
+		if len(is) > 0 {
+			busy++
+		}
+	}
+	if busy <= 1 {
+		// One partition has work: no goroutine to start.
+		for k, is := range idx {
+			if len(is) > 0 {
+				found[k] = v.parts[k].feed(ms, routes, is)
+			}
+		}
+	} else {
+		var wg sync.WaitGroup
+		for k, is := range idx {
+			if len(is) > 0 {
+				wg.Go(func() { found[k] = v.parts[k].feed(ms, routes, is) })
+			}
+		}
+		wg.Wait()
+	}
+	for _, f := range found {
+		fleet = append(fleet, f...)
+	}
+	// Partitions report by partition; the fleet's problems are kept in
+	// the order their messages were fed.
+	slices.SortFunc(fleet, func(a, b fleetProblem) int { return a.i - b.i })
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for _, p := range ps {
-		v.apply(p)
+	v.messages += uint64(len(ms))
+	for _, m := range ms {
+		v.position = max(v.position, m.StreamSeq)
+	}
+	for _, f := range fleet {
+		v.fleet = append(v.fleet, f.p)
+	}
+	if len(v.fleet) > maxKept {
+		v.fleet = slices.Clone(v.fleet[len(v.fleet)-maxKept:])
 	}
 }
 
-func (v *Verifier) chainFor(id string, key ed25519.PublicKey) *chain {
-	c := v.chains[id]
+// feed prepares and applies the messages ms[is...] under the partition's
+// lock, returning the problems that name no steward key.
+func (pt *part) feed(ms []Message, rs []route, is []int) []fleetProblem {
+	var fleet []fleetProblem
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	for _, i := range is {
+		if p := pt.prepare(ms[i], rs[i]); p.subjectErr != nil {
+			fleet = append(fleet, fleetProblem{i, Problem{Kind: ProblemSubject, Detail: p.subjectErr.Error(), StreamSeq: ms[i].StreamSeq}})
+		} else {
+			pt.apply(p)
+		}
+	}
+	return fleet
+}
+
+func (pt *part) chainFor(id string, key ed25519.PublicKey) *chain {
+	c := pt.chains[id]
 	if c == nil {
-		c = &chain{id: id, key: key, trusted: v.trusted == nil || v.trusted[id]}
-		v.chains[id] = c
+		c = &chain{id: id, key: key, trusted: pt.v.trusted == nil || pt.v.trusted[id]}
+		pt.chains[id] = c
 	}
 	return c
 }
 
 func (c *chain) problem(kind string, streamSeq uint64, format string, a ...any) {
 	c.nProblem++
+	if c.kinds == nil {
+		c.kinds = map[string]int{}
+	}
+	c.kinds[kind]++
 	if len(c.problems) < maxKept {
 		c.problems = append(c.problems, Problem{Kind: kind, Steward: c.id, Detail: fmt.Sprintf(format, a...), StreamSeq: streamSeq})
 	}
 }
 
-// apply judges one prepared message against the steward's chain. Called
-// with mu held.
-func (v *Verifier) apply(p prepared) {
-	v.messages++
-	v.position = max(v.position, p.msg.StreamSeq)
-	ss := p.msg.StreamSeq
-	if p.subjectErr != nil {
-		v.fleet = append(v.fleet, Problem{Kind: ProblemSubject, Detail: p.subjectErr.Error(), StreamSeq: ss})
-		if len(v.fleet) > maxKept {
-			v.fleet = v.fleet[1:]
-		}
-		return
+// idIs reports whether s is id in lower-case hex, without allocating.
+func idIs(s string, id wire.ContentID) bool {
+	if len(s) != 2*len(id) {
+		return false
 	}
-	c := v.chainFor(p.steward, p.key)
+	var buf [2 * len(wire.ContentID{})]byte
+	hex.Encode(buf[:], id[:])
+	return string(buf[:]) == s
+}
+
+// kidOf is the key a canonical envelope names as its signer (the COSE
+// kid), or nil when the envelope is too broken to name one.
+func kidOf(env []byte) []byte {
+	const head = "\xd2\x84\x58\x26\xa2\x01\x27\x04\x58\x20"
+	if len(env) < len(head)+ed25519.PublicKeySize || string(env[:len(head)]) != head {
+		return nil
+	}
+	return env[len(head) : len(head)+ed25519.PublicKeySize]
+}
+
+// apply judges one prepared message against the steward's chain. Called
+// with pt.mu held.
+//
+// Each message yields its real problem: an envelope that does not verify
+// is reported as forged or invalid and nothing else (its message id and
+// headers say nothing once the signature fails); a valid one is judged
+// against the chain, and only then is its message id weighed: a replay if
+// the envelope was already verified, a made-up id if it is new.
+func (pt *part) apply(p prepared) {
+	v := pt.v
+	ss := p.msg.StreamSeq
+	c := pt.chainFor(p.steward, p.key)
 	what := "receipt"
 	if p.checkpoint {
 		what = "checkpoint"
-	}
-	// The publisher always uses the content id as the message id, so
-	// anything else was published by someone replaying the envelope past
-	// the server's de-duplication.
-	if mid := p.msg.Header.Get(jetstream.MsgIDHeader); mid != "" && mid != p.id.String() {
-		c.problem(ProblemReplay, ss, "%s %s republished under message id %q", what, p.id, mid)
-	}
-	if h := p.msg.Header.Get(HeaderSteward); h != "" && h != p.steward {
-		c.problem(ProblemHeader, ss, "%s header %q on the steward's subject", HeaderSteward, h)
 	}
 	if p.err != nil {
 		kind := ProblemInvalid
 		if steward.ReasonOf(p.err) == steward.RefusedUntrusted {
 			kind = ProblemForged
+			c.problem(kind, ss, "%s %s under this steward's subject is signed by %s, not by the steward's own key [%s]", what, p.id, pt.describeKey(kidOf(p.msg.Data)), steward.RefusedUntrusted)
+			return
 		}
 		c.problem(kind, ss, "%s %s: %v", what, p.id, p.err)
 		return
 	}
+	// The publisher always uses the content id as the message id.
+	mid := p.msg.Header.Get(jetstream.MsgIDHeader)
+	badID := mid != "" && !idIs(mid, p.id)
+	if h := p.msg.Header.Get(HeaderSteward); h != "" && h != p.steward {
+		c.problem(ProblemHeader, ss, "%s header %q on the steward's subject", HeaderSteward, h)
+	}
 	if p.checkpoint {
+		known := p.cp.Count <= c.checkpoint
 		v.applyCheckpoint(c, p)
+		if badID {
+			c.messageID(known, ss, what, p.id, mid)
+		}
 		return
 	}
 	seq := p.opened.Receipt.Sequence
-	if h := p.msg.Header.Get(HeaderSeq); h != "" && h != strconv.FormatUint(seq, 10) {
+	if h := p.msg.Header.Get(HeaderSeq); h != "" && !uintIs(h, seq) {
 		c.problem(ProblemHeader, ss, "%s header %q on the receipt at sequence %d", HeaderSeq, h, seq)
 	}
 	switch {
@@ -312,20 +456,32 @@ func (v *Verifier) apply(p prepared) {
 			c.problem(ProblemStale, ss, "sequence %d (%s) arrived %d behind the head, past the %d ids remembered: a duplicate and a fork cannot be told apart", seq, p.id, c.count-seq, len(c.ring))
 		case old == p.id:
 			c.dups++ // a republish after a crash or outage
+			if badID {
+				c.messageID(true, ss, what, p.id, mid)
+			}
 		default:
 			c.problem(ProblemFork, ss, "sequence %d: verified %s, also %s", seq, old, p.id)
 		}
 	case seq == c.count:
+		if badID {
+			c.messageID(false, ss, what, p.id, mid)
+		}
 		v.extend(c, p.opened, ss, true)
 		v.drain(c)
 	default:
 		if e, ok := c.ahead[seq]; ok {
 			if e.opened.ID == p.id {
 				c.dups++
+				if badID {
+					c.messageID(true, ss, what, p.id, mid)
+				}
 			} else {
 				c.problem(ProblemFork, ss, "sequence %d: %s, also %s", seq, e.opened.ID, p.id)
 			}
 			return
+		}
+		if badID {
+			c.messageID(false, ss, what, p.id, mid)
 		}
 		if c.ahead == nil {
 			c.ahead = map[uint64]*early{}
@@ -337,11 +493,47 @@ func (v *Verifier) apply(p prepared) {
 	}
 }
 
+// messageID reports a message id that is not the envelope's content id:
+// a replay when the envelope was already verified, a made-up id when not.
+func (c *chain) messageID(known bool, ss uint64, what string, id wire.ContentID, mid string) {
+	if known {
+		c.problem(ProblemReplay, ss, "%s %s republished under message id %q", what, id, mid)
+		return
+	}
+	c.problem(ProblemMessageID, ss, "%s %s published under message id %q, not its content id", what, id, mid)
+}
+
+// describeKey says who a forging key is: another steward the verifier
+// trusts (a board publishing under a neighbour's subject) or a key outside
+// the trusted list.
+func (pt *part) describeKey(kid []byte) string {
+	if kid == nil {
+		return "no readable key"
+	}
+	id := hex.EncodeToString(kid)
+	switch {
+	case pt.v.trusted == nil:
+		return "key " + id
+	case pt.v.trusted[id]:
+		return "key " + id + ", another trusted steward"
+	default:
+		return "key " + id + ", which is not in the trusted list"
+	}
+}
+
+// uintIs reports whether s is n in decimal, without allocating.
+func uintIs(s string, n uint64) bool {
+	var buf [20]byte
+	return string(strconv.AppendUint(buf[:0], n, 10)) == s
+}
+
 // extend makes o, the receipt at c.count, the new head. linked says
 // whether it must link to the old head; a link that fails is reported and
 // the chain continues from o, so that what follows is still checked.
 func (v *Verifier) extend(c *chain, o *steward.Opened, streamSeq uint64, linked bool) {
-	if linked && c.count > 0 {
+	// o was opened under c.key at sequence c.count, so the link holds
+	// when prev names the head; steward.CheckLink says why when not.
+	if linked && c.count > 0 && (o.Receipt.Prev == nil || !idIs(*o.Receipt.Prev, c.head)) {
 		prev := &steward.Opened{Receipt: &steward.Receipt{Sequence: c.count - 1}, Key: c.key, ID: c.head}
 		if err := steward.CheckLink(prev, o); err != nil {
 			c.problem(ProblemLink, streamSeq, "%v", err)
@@ -488,13 +680,23 @@ type StewardReport struct {
 	Problems []Problem
 	// ProblemCount counts every problem, including those not kept.
 	ProblemCount int
+	// Kinds counts every problem by kind, including those not kept.
+	Kinds map[string]int
+	// shown and shownN locate, in Problems, those that messages showed.
+	shown, shownN int
 }
 
 // OK reports whether the steward's chain has no problem.
 func (s StewardReport) OK() bool { return s.ProblemCount == 0 }
 
-// First returns the steward's first problem.
+// First returns the steward's first problem that a message showed (a
+// forgery, a fork, a replay), or, when no message showed one, its first
+// problem (untrusted, a gap). The steward's standing is worked out each
+// time and listed first in Problems; what a message showed says more.
 func (s StewardReport) First() (Problem, bool) {
+	if s.shown < len(s.Problems) && s.shownN > 0 {
+		return s.Problems[s.shown], true
+	}
 	if len(s.Problems) == 0 {
 		return Problem{}, false
 	}
@@ -523,6 +725,47 @@ func (r Report) ProblemCount() int {
 	return n
 }
 
+// Kinds counts every problem of the fleet by kind.
+func (r Report) Kinds() map[string]int {
+	out := map[string]int{}
+	for _, p := range r.Fleet {
+		out[p.Kind]++
+	}
+	for _, s := range r.Stewards {
+		for k, n := range s.Kinds {
+			out[k] += n
+		}
+	}
+	return out
+}
+
+// KindsString lists kinds and their counts, most frequent first (then by
+// name): "2 forged, 1 gap".
+func KindsString(kinds map[string]int) string {
+	ks := make([]string, 0, len(kinds))
+	for k, n := range kinds {
+		if n > 0 {
+			ks = append(ks, k)
+		}
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if kinds[ks[i]] != kinds[ks[j]] {
+			return kinds[ks[i]] > kinds[ks[j]]
+		}
+		return ks[i] < ks[j]
+	})
+	var b []byte
+	for i, k := range ks {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, int64(kinds[k]), 10)
+		b = append(b, ' ')
+		b = append(b, k...)
+	}
+	return string(b)
+}
+
 // Steward returns the report of one steward.
 func (r Report) Steward(id string) (StewardReport, bool) {
 	i := sort.Search(len(r.Stewards), func(i int) bool { return r.Stewards[i].Steward >= id })
@@ -536,10 +779,14 @@ func (r Report) Steward(id string) (StewardReport, bool) {
 // worked out afresh each time, so they are reported until resolved.
 func (v *Verifier) Report() Report {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	r := Report{Fleet: slices.Clone(v.fleet), Messages: v.messages}
-	for _, c := range v.chains {
-		r.Stewards = append(r.Stewards, c.report())
+	v.mu.Unlock()
+	for _, pt := range v.parts {
+		pt.mu.Lock()
+		for _, c := range pt.chains {
+			r.Stewards = append(r.Stewards, c.report())
+		}
+		pt.mu.Unlock()
 	}
 	sort.Slice(r.Stewards, func(i, j int) bool { return r.Stewards[i].Steward < r.Stewards[j].Steward })
 	return r
@@ -551,10 +798,16 @@ func (c *chain) report() StewardReport {
 		Duplicates: c.dups, Ahead: len(c.ahead), Checkpoint: c.checkpoint,
 		ProblemCount: c.nProblem,
 	}
+	s.Kinds = make(map[string]int, len(c.kinds)+2)
+	for k, n := range c.kinds {
+		s.Kinds[k] = n
+	}
 	if !c.trusted {
 		s.Problems = append(s.Problems, Problem{Kind: ProblemUntrusted, Steward: c.id, Detail: "steward is not in the trusted list"})
 		s.ProblemCount++
+		s.Kinds[ProblemUntrusted]++
 	}
+	s.shown, s.shownN = len(s.Problems), len(c.problems)
 	s.Problems = append(s.Problems, c.problems...)
 	next := c.count
 	seqs := keys(c.ahead)
@@ -576,6 +829,7 @@ func (c *chain) report() StewardReport {
 		}
 		s.Problems = append(s.Problems, Problem{Kind: ProblemGap, Steward: c.id, Detail: d})
 		s.ProblemCount++
+		s.Kinds[ProblemGap]++
 	}
 	return s
 }

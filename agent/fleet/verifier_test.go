@@ -71,7 +71,7 @@ func TestVerifierChains(t *testing.T) {
 			feed(v, a.ID(), ca, 0, 1)
 			v.Feed(msg(a.ID(), 2, cb[2]))
 			feed(v, a.ID(), ca, 2, 3, 4, 5, 6, 7)
-		}, 8, []string{ProblemForged}, 0, "not by the trusted key"},
+		}, 8, []string{ProblemForged}, 0, "not by the steward's own key"},
 		{"tampered byte", func(v *Verifier) {
 			feed(v, a.ID(), ca, 0, 1, 2)
 			v.Feed(msg(a.ID(), 3, tampered))
@@ -83,6 +83,35 @@ func TestVerifierChains(t *testing.T) {
 			m.Header.Set(jetstream.MsgIDHeader, "replayed-1")
 			v.Feed(m)
 		}, 8, []string{ProblemReplay}, 1, "replayed-1"},
+		// A message id that is not the content id says nothing about an
+		// envelope that does not verify: the real problem is reported,
+		// not a replay.
+		{"garbage under a made-up message id", func(v *Verifier) {
+			feed(v, a.ID(), ca, all...)
+			m := msg(a.ID(), 8, []byte("not an envelope at all"))
+			m.Header.Set(jetstream.MsgIDHeader, "garbage-1")
+			v.Feed(m)
+		}, 8, []string{ProblemInvalid}, 0, "envelope-structure"},
+		{"forgery under a made-up message id", func(v *Verifier) {
+			feed(v, a.ID(), ca, 0, 1)
+			m := msg(a.ID(), 2, cb[2])
+			m.Header.Set(jetstream.MsgIDHeader, "forged-2")
+			v.Feed(m)
+			feed(v, a.ID(), ca, 2, 3, 4, 5, 6, 7)
+		}, 8, []string{ProblemForged}, 0, "signed by key " + b.ID()},
+		{"new receipt under a made-up message id", func(v *Verifier) {
+			feed(v, a.ID(), ca, 0, 1, 2, 3, 4, 5, 6)
+			m := msg(a.ID(), 7, ca[7])
+			m.Header.Set(jetstream.MsgIDHeader, "made-up-7")
+			v.Feed(m)
+		}, 8, []string{ProblemMessageID}, 0, `"made-up-7", not its content id`},
+		{"early receipt under a made-up message id", func(v *Verifier) {
+			feed(v, a.ID(), ca, 0, 1, 2, 3, 4, 5)
+			m := msg(a.ID(), 7, ca[7])
+			m.Header.Set(jetstream.MsgIDHeader, "made-up-7")
+			v.Feed(m)
+			feed(v, a.ID(), ca, 6)
+		}, 8, []string{ProblemMessageID}, 0, "made-up-7"},
 		{"link to another history", func(v *Verifier) {
 			feed(v, a.ID(), ca, 0, 1, 2)
 			v.Feed(msg(a.ID(), 3, fork[3]))
@@ -130,6 +159,42 @@ func TestVerifierChains(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A forgery names who signed it: another steward of the fleet (a board
+// publishing under its neighbour's subject) or a key outside the list; a
+// subject naming a made-up id is an untrusted steward whose every envelope
+// is forged, and that is what its first problem says.
+func TestVerifierNamesTheForger(t *testing.T) {
+	a, b, outsider, madeUp := newKey(t), newKey(t), newKey(t), newKey(t)
+	ca, cb, co := signChain(t, a, 2), signChain(t, b, 2), signChain(t, outsider, 2)
+	v := NewVerifier(VerifierConfig{Trusted: []string{a.ID(), b.ID()}})
+	v.FeedBatch([]Message{
+		msg(a.ID(), 0, ca[0]), msg(b.ID(), 0, cb[0]),
+		msg(a.ID(), 1, cb[1]), // wrong key: b's receipt under a's subject
+		msg(b.ID(), 1, co[1]), // outsider's receipt under b's subject
+		msg(madeUp.ID(), 0, co[0]),
+	})
+	r := v.Report()
+	for _, tc := range []struct {
+		id, kinds, first string
+	}{
+		{a.ID(), "1 forged", "signed by key " + b.ID() + ", another trusted steward"},
+		{b.ID(), "1 forged", "signed by key " + outsider.ID() + ", which is not in the trusted list"},
+		{madeUp.ID(), "1 forged, 1 untrusted", "signed by key " + outsider.ID() + ", which is not in the trusted list"},
+	} {
+		s, ok := r.Steward(tc.id)
+		if !ok {
+			t.Fatalf("steward %s missing", tc.id)
+		}
+		p, _ := s.First()
+		if got := KindsString(s.Kinds); got != tc.kinds || p.Kind != ProblemForged || !strings.Contains(p.Detail, tc.first) {
+			t.Errorf("steward %s: kinds %q first %v; want %q and forged naming %q", tc.id, got, p, tc.kinds, tc.first)
+		}
+	}
+	if got := KindsString(r.Kinds()); got != "3 forged, 1 untrusted" {
+		t.Errorf("fleet kinds %q", got)
 	}
 }
 

@@ -41,6 +41,11 @@ func NewestReceipt(ctx context.Context, js jetstream.JetStream, stream string, p
 	id := fmt.Sprintf("%x", []byte(pub))
 	m, err := s.GetLastMsgForSubject(ctx, ReceiptSubject(id))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// A sharded stream (ShardedStreamConfig) stores the subject as
+		// mesh.receipts.<shard>.<steward>.
+		m, err = s.GetLastMsgForSubject(ctx, ReceiptPrefix+"*."+id)
+	}
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return StreamHead{}, false, nil
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -31,7 +32,7 @@ const maxTrustFile = 128 << 20
 
 func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "verify" {
-		fmt.Fprintln(stderr, "usage: meshctl fleet verify [-url U] [-stream S] [-durable D] [-trust FILE] [-state FILE] [-follow]")
+		fmt.Fprintln(stderr, "usage: meshctl fleet verify [-url U] [-stream S] [-durable D] [-trust FILE] [-state FILE] [-shards N] [-follow]")
 		if len(args) == 0 {
 			return fmt.Errorf("%w: fleet needs a subcommand (verify)", errUsage)
 		}
@@ -49,6 +50,7 @@ func cmdFleetVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	trustPath := fs.String("trust", "", "file of trusted steward ids, one 64-hex key per line (# comments); without it every steward is accepted under the id its subject names")
 	statePath := fs.String("state", "", "file keeping each steward's verified head between runs; without it every run starts from the stream's beginning")
 	follow := fs.Bool("follow", false, "keep consuming and print problems as they appear, until interrupted")
+	shards := fs.Int("shards", 0, "verify a stream partitioned into this many shards by steward (fleet.ShardedStreamConfig), one consumer and verifier per shard (durable D-<k>, state FILE.<k>); 0: not sharded")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: meshctl fleet verify [flags]")
 		fmt.Fprintln(stderr, "The password is read from $NATS_PASSWORD, never from a flag (flags show in ps).")
@@ -60,6 +62,9 @@ func cmdFleetVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: fleet verify takes no arguments", errUsage)
+	}
+	if *shards < 0 || *shards > 4096 {
+		return fmt.Errorf("%w: -shards %d: want 0 (not sharded) to 4096", errUsage, *shards)
 	}
 	conn.Password = os.Getenv("NATS_PASSWORD")
 	conn.Name = "meshctl fleet verify"
@@ -74,11 +79,30 @@ func cmdFleetVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	} else {
 		fmt.Fprintln(stderr, "meshctl: no -trust list: every steward id on the stream is accepted (each envelope must still be signed by the key its subject names)")
 	}
-	v := fleet.NewVerifier(cfg)
-	if *statePath != "" {
-		if err := v.LoadState(*statePath); err != nil {
+	vs := make([]*fleet.Verifier, max(1, *shards))
+	statePaths := make([]string, len(vs))
+	for k := range vs {
+		vs[k] = fleet.NewVerifier(cfg)
+		if *statePath == "" {
+			continue
+		}
+		statePaths[k] = *statePath
+		if *shards > 0 {
+			statePaths[k] = fmt.Sprintf("%s.%d", *statePath, k)
+		}
+		if err := vs[k].LoadState(statePaths[k]); err != nil {
 			return err
 		}
+	}
+	report := func() fleet.Report {
+		rs := make([]fleet.Report, len(vs))
+		for k, v := range vs {
+			rs[k] = v.Report()
+		}
+		if len(rs) == 1 {
+			return rs[0]
+		}
+		return fleet.MergeReports(rs...)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	nc, err := fleet.Dial(ctx, *conn, log, 100*time.Millisecond, 5*time.Second)
@@ -91,12 +115,18 @@ func cmdFleetVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	cc := fleet.ConsumeConfig{Stream: *stream, Durable: *durable, Follow: *follow, Logger: fleet.Scrub(log, conn.Password)}
+	var save func(k int) error
 	if *statePath != "" {
-		cc.Save = func() error { return v.SaveState(*statePath) }
+		save = func(k int) error { return vs[k].SaveState(statePaths[k]) }
 	}
 	if *follow {
+		var mu sync.Mutex
 		seen := map[string]int{}
-		cc.OnBatch = func() { printNewProblems(stdout, v.Report(), seen) }
+		cc.OnBatch = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			printNewProblems(stdout, report(), seen)
+		}
 	}
 	if !*follow {
 		// A run that cannot reach the server must fail, not wait forever:
@@ -105,10 +135,18 @@ func cmdFleetVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 			return fmt.Errorf("nats %s: %w (last error: %v)", fleet.RedactURL(conn.URL), err, nc.LastError())
 		}
 	}
-	if err := fleet.Consume(ctx, js, v, cc); err != nil {
+	if *shards > 0 {
+		err = fleet.ConsumeShards(ctx, js, vs, cc, save)
+	} else {
+		if save != nil {
+			cc.Save = func() error { return save(0) }
+		}
+		err = fleet.Consume(ctx, js, vs[0], cc)
+	}
+	if err != nil {
 		return err
 	}
-	r := v.Report()
+	r := report()
 	printFleetReport(stdout, r)
 	if n := r.ProblemCount(); n > 0 {
 		return &cli.ExitError{Code: 1, Err: fmt.Errorf("fleet verify: %d problem(s) in %d steward(s)", n, badStewards(r))}
@@ -174,11 +212,12 @@ func badStewards(r fleet.Report) int {
 	return n
 }
 
-// printFleetReport prints a line per steward: its verified head, count and
-// first problem; then the problems that name no steward.
+// printFleetReport prints a line per steward: its verified head, count,
+// its problems by kind and the first that a message showed; then the
+// problems that name no steward, and a summary by kind.
 func printFleetReport(w io.Writer, r fleet.Report) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STEWARD\tCOUNT\tHEAD\tCHECKPOINT\tDUPLICATES\tPROBLEMS\tFIRST PROBLEM")
+	fmt.Fprintln(tw, "STEWARD\tCOUNT\tHEAD\tCHECKPOINT\tDUPLICATES\tPROBLEMS\tKINDS\tFIRST PROBLEM")
 	receipts := uint64(0)
 	for _, s := range r.Stewards {
 		receipts += s.Count
@@ -186,17 +225,22 @@ func printFleetReport(w io.Writer, r fleet.Report) {
 		if s.Count > 0 {
 			head = fmt.Sprintf("seq %d %s", s.Count-1, s.Head)
 		}
-		first := "OK"
+		first, kinds := "OK", "-"
 		if p, ok := s.First(); ok {
 			first = p.Kind + ": " + p.Detail
+			kinds = fleet.KindsString(s.Kinds)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", s.Steward, s.Count, head, s.Checkpoint, s.Duplicates, s.ProblemCount, first)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", s.Steward, s.Count, head, s.Checkpoint, s.Duplicates, s.ProblemCount, kinds, first)
 	}
 	tw.Flush()
 	for _, p := range r.Fleet {
 		fmt.Fprintln(w, "fleet problem:", p)
 	}
-	fmt.Fprintf(w, "fleet: %d stewards, %d receipts verified, %d problem(s)\n", len(r.Stewards), receipts, r.ProblemCount())
+	summary := fmt.Sprintf("fleet: %d stewards, %d receipts verified, %d problem(s)", len(r.Stewards), receipts, r.ProblemCount())
+	if k := fleet.KindsString(r.Kinds()); k != "" {
+		summary += ": " + k
+	}
+	fmt.Fprintln(w, summary)
 }
 
 // printNewProblems prints, in -follow mode, the problems not printed yet.

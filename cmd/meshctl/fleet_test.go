@@ -299,3 +299,138 @@ func TestFleetVerifyFollow(t *testing.T) {
 		t.Errorf("after interrupt: %v\n%s", err, out.String())
 	}
 }
+
+// TestFleetVerifyTableNamesRealProblem publishes what an attacker or a
+// broken board would, each under a message id of its own making (as
+// `nats pub -H Nats-Msg-Id:...` does): garbage, a fleet member's receipt
+// under another's subject, an outsider's receipt, a subject naming a
+// made-up steward id, and a valid receipt under a made-up message id. The
+// table, without -follow, names each steward's real problem and kinds; a
+// made-up message id on garbage is not a replay.
+func TestFleetVerifyTableNamesRealProblem(t *testing.T) {
+	url, js := fleetServer(t)
+	garbled, garbledEnvs := fleetChain(t, 2)
+	victim, victimEnvs := fleetChain(t, 2)
+	neighbour, neighbourEnvs := fleetChain(t, 2)
+	target, targetEnvs := fleetChain(t, 2)
+	outsider, outsiderEnvs := fleetChain(t, 2)
+	madeUp, _ := fleetChain(t, 0)
+	relabelled, relabelledEnvs := fleetChain(t, 2)
+
+	withID := func(m *nats.Msg, id string) *nats.Msg {
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		return m
+	}
+	publishChain(t, js, garbled.ID(), garbledEnvs, 0, 1)
+	publish(t, js, withID(fleet.ReceiptMsg(garbled.ID(), 2, []byte("\x00garbage")), "audit-garbage"))
+	publishChain(t, js, victim.ID(), victimEnvs, 0)
+	publish(t, js, withID(fleet.ReceiptMsg(victim.ID(), 1, neighbourEnvs[1]), "audit-wrong-key"))
+	publishChain(t, js, victim.ID(), victimEnvs, 1)
+	publishChain(t, js, neighbour.ID(), neighbourEnvs, 0, 1)
+	publishChain(t, js, target.ID(), targetEnvs, 0, 1)
+	publish(t, js, withID(fleet.ReceiptMsg(target.ID(), 2, outsiderEnvs[0]), "audit-outsider"))
+	publish(t, js, withID(fleet.ReceiptMsg(madeUp.ID(), 0, outsiderEnvs[1]), "audit-made-up"))
+	publishChain(t, js, relabelled.ID(), relabelledEnvs, 0)
+	publish(t, js, withID(fleet.ReceiptMsg(relabelled.ID(), 1, relabelledEnvs[1]), "audit-relabel"))
+
+	trust := filepath.Join(t.TempDir(), "trusted")
+	var list strings.Builder
+	for _, k := range []*steward.Key{garbled, victim, neighbour, target, relabelled} {
+		list.WriteString(k.ID() + "\n")
+	}
+	if err := os.WriteFile(trust, []byte(list.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runFleet(t, "-url", url, "-trust", trust)
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 {
+		t.Fatalf("fleet verify: %v, want exit status 1\n%s", err, out)
+	}
+	if strings.Contains(out, "replay") {
+		t.Errorf("nothing was replayed, yet the output says so:\n%s", out)
+	}
+	for _, tc := range []struct {
+		name  string
+		id    string
+		kinds string
+		want  string
+	}{
+		{"garbage", garbled.ID(), "1 invalid", "invalid: receipt " + wire.ContentOf([]byte("\x00garbage")).String() + ": envelope: not a tagged COSE_Sign1"},
+		{"wrong key", victim.ID(), "1 forged", "forged: receipt " + wire.ContentOf(neighbourEnvs[1]).String() + " under this steward's subject is signed by key " + neighbour.ID() + ", another trusted steward"},
+		{"outsider key", target.ID(), "1 forged", "forged: receipt " + wire.ContentOf(outsiderEnvs[0]).String() + " under this steward's subject is signed by key " + outsider.ID() + ", which is not in the trusted list"},
+		{"made-up steward id", madeUp.ID(), "1 forged, 1 untrusted", "forged: receipt " + wire.ContentOf(outsiderEnvs[1]).String() + " under this steward's subject is signed by key " + outsider.ID() + ", which is not in the trusted list"},
+		{"made-up message id", relabelled.ID(), "1 message-id", `message-id: receipt ` + wire.ContentOf(relabelledEnvs[1]).String() + ` published under message id "audit-relabel", not its content id`},
+		{"clean neighbour", neighbour.ID(), " - ", " OK"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var line string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, tc.id) {
+					line = l
+				}
+			}
+			k, f := strings.Index(line, tc.kinds), strings.Index(line, tc.want)
+			if k < 0 || f < k {
+				t.Errorf("line %q lacks kinds %q or first problem %q", line, tc.kinds, tc.want)
+			}
+		})
+	}
+	if !strings.Contains(out, "fleet: 6 stewards, 10 receipts verified, 6 problem(s): 3 forged, 1 invalid, 1 message-id, 1 untrusted") {
+		t.Errorf("summary wrong:\n%s", out)
+	}
+}
+
+// TestFleetVerifyShards verifies a stream partitioned into shards with one
+// consumer and state file per shard, and refuses -shards on a stream that
+// is not partitioned so (which would otherwise report an empty fleet).
+func TestFleetVerifyShards(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := fleet.EnsureStream(ctx, js, fleet.ShardedStreamConfig("", 4)); err != nil {
+		t.Fatal(err)
+	}
+	var first *steward.Key
+	for i := range 8 {
+		k, envs := fleetChain(t, 3)
+		publishChain(t, js, k.ID(), envs, 0, 1, 2)
+		if i == 0 {
+			first = k
+		}
+	}
+	_, other := fleetChain(t, 4)
+	publish(t, js, fleet.ReceiptMsg(first.ID(), 3, other[3]))
+	state := filepath.Join(t.TempDir(), "state")
+	url := s.ClientURL()
+	out, err := runFleet(t, "-url", url, "-shards", "4", "-state", state)
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(out, "fleet: 8 stewards, 24 receipts verified, 1 problem(s): 1 forged") {
+		t.Fatalf("sharded verify: %v\n%s", err, out)
+	}
+	// Each shard that had messages keeps its own state file.
+	files, _ := filepath.Glob(state + ".[0-3]")
+	if len(files) < 2 {
+		t.Errorf("state files %v: want one per shard that had messages, at least 2 of 4", files)
+	}
+	// A second run continues from each shard's state and finds the same.
+	if out, err := runFleet(t, "-url", url, "-shards", "4", "-state", state); !errors.As(err, &ee) || !strings.Contains(out, "fleet: 8 stewards, 24 receipts verified, 1 problem(s): 1 forged") {
+		t.Errorf("second sharded run: %v\n%s", err, out)
+	}
+	if _, err := runFleet(t, "-url", url, "-shards", "3"); err == nil || !strings.Contains(err.Error(), "is not partitioned into 3 shards") {
+		t.Errorf("-shards 3 on a stream of 4: %v", err)
+	}
+}

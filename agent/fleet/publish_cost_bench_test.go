@@ -1,0 +1,161 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"meshd/steward"
+)
+
+// BenchmarkServeWithPublisher is what the fleet publisher adds to a
+// serve's cost on the node: the serve's receipt sealed into a durable log
+// (signing, CBOR, the append and its fsync, as the daemon seals it) and
+// the publisher notified, with a Publisher running against a JetStream
+// server (on) against the same on a log with no publisher (off). Reps of
+// serves alternate on and off, the order alternating too; before each off
+// rep the publisher has caught up, so its backlog never spills into an off
+// rep. The server runs in this process, so its CPU is charged to the
+// node's machine here: an upper bound on what a node whose server is
+// elsewhere pays. Reported: on-off-ratio, the median over reps of (on
+// time / off time). Goal: < 1.05.
+//
+// fsync seals as the daemon does; nosync leaves the fsync out, so the
+// serve is CPU only and the publisher's (and the in-process server's) CPU
+// shows at its largest: the worst case, not the daemon's.
+//
+//	go test ./agent/fleet -run '^$' -bench ServeWithPublisher -benchtime 20x
+func BenchmarkServeWithPublisher(b *testing.B) {
+	// A rep lasts many lingers, so that the publisher works while the
+	// serves do and its CPU competes with theirs, as under steady load.
+	b.Run("fsync", func(b *testing.B) { benchServeWithPublisher(b, false, 64) })
+	b.Run("nosync", func(b *testing.B) { benchServeWithPublisher(b, true, 512) })
+}
+
+func benchServeWithPublisher(b *testing.B, noSync bool, serves int) {
+	url := startChildServer(b)
+	on, off := newNode(b, steward.LogOptions{NoSync: noSync}), newNode(b, steward.LogOptions{NoSync: noSync})
+	pub := NewPublisher(on.log, on.id(), PublisherConfig{
+		ConnOptions: ConnOptions{URL: url},
+		CursorPath:  on.dir + ".cursor",
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pub.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	}()
+	waitFor(b, 10*time.Second, "the publisher to connect", func() bool { return pub.Status().Connected })
+
+	rep := func(n *node, notify func()) time.Duration {
+		start := time.Now()
+		for range serves {
+			if _, err := n.st.Seal(ctx, draft(int(n.log.Next()))); err != nil {
+				b.Fatal(err)
+			}
+			notify()
+		}
+		return time.Since(start)
+	}
+	onRep := func() time.Duration {
+		d := rep(on, pub.Notify)
+		want := on.log.Durable()
+		waitFor(b, 30*time.Second, "the publisher to catch up", func() bool { return pub.Status().Next == want })
+		return d
+	}
+	offRep := func() time.Duration { return rep(off, func() {}) }
+	var ratios []float64
+	var tOn, tOff, cpuOn, cpuOff time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		var a, c time.Duration
+		timed := func(f func() time.Duration, cpu *time.Duration) time.Duration {
+			c0 := cpuTime()
+			d := f()
+			*cpu += cpuTime() - c0
+			return d
+		}
+		if i%2 == 0 {
+			a = timed(onRep, &cpuOn)
+			c = timed(offRep, &cpuOff)
+		} else {
+			c = timed(offRep, &cpuOff)
+			a = timed(onRep, &cpuOn)
+		}
+		tOn += a
+		tOff += c
+		ratios = append(ratios, float64(a)/float64(c))
+	}
+	b.StopTimer()
+	r := median(ratios)
+	n := len(ratios) * serves
+	fmt.Fprintf(os.Stdout, "serve with publisher (%s): %d reps of %d serves; on %.1f µs/serve, off %.1f µs/serve; on/off median %.3f (goal < 1.05)\n",
+		b.Name(), len(ratios), serves, float64(tOn.Microseconds())/float64(n), float64(tOff.Microseconds())/float64(n), r)
+	// The CPU includes the publisher's catch-up: everything the fleet
+	// costs the node per receipt.
+	fmt.Fprintf(os.Stdout, "serve with publisher (%s): this process's CPU on %.1f µs/serve, off %.1f µs/serve (publisher and client, the server being in another process: +%.1f µs per receipt)\n",
+		b.Name(), float64(cpuOn.Microseconds())/float64(n), float64(cpuOff.Microseconds())/float64(n), float64((cpuOn-cpuOff).Microseconds())/float64(n))
+	b.ReportMetric(r, "on-off-ratio")
+}
+
+// childServerEnv makes the test binary a JetStream server with file
+// storage in the directory it names; it prints its client URL and serves
+// until its standard input closes.
+const childServerEnv = "FLEET_TEST_CHILD_SERVER"
+
+func childServer() int {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: os.Getenv(childServerEnv), NoLog: true, NoSigs: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child server:", err)
+		return 1
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		fmt.Fprintln(os.Stderr, "child server: not ready within 10s")
+		return 1
+	}
+	fmt.Println(srv.ClientURL())
+	io.Copy(io.Discard, os.Stdin)
+	srv.Shutdown()
+	return 0
+}
+
+// startChildServer runs childServer and returns its URL; the server stops
+// when the benchmark ends (its standard input is closed).
+func startChildServer(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childServerEnv+"="+b.TempDir())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("child server: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
