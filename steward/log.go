@@ -181,6 +181,8 @@ type Log struct {
 	acked atomic.Uint64 // records durable and acknowledged: see Durable
 	index readIndex
 
+	durHead durableHead // the newest durable record: see DurableHead
+
 	ckMu    sync.Mutex
 	ck      *framelog.Writer
 	ckCount uint64
@@ -313,6 +315,7 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 	l.steward = c.key
 	l.next, l.head = rep.Records, rep.Head
 	l.acked.Store(rep.Records)
+	l.durHead.note(rep.Records, rep.Head)
 	l.seg = c.segFirst
 	l.headSeg, l.headOff, l.headEnd = c.lastSeg, c.lastOff, c.lastEnd
 	if from != nil && c.checked == 0 {
@@ -642,6 +645,7 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 			break
 		}
 	}
+	l.durHead.note(seq+1, id)
 	if l.ckEvery > 0 && l.key != nil && seq+1 >= l.checkpointed()+l.ckEvery && l.ckMu.TryLock() {
 		_, err := l.checkpointLocked()
 		l.ckMu.Unlock()

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"meshd/wire"
 )
 
 // indexEvery is how many records apart the in-memory read index marks a
@@ -54,6 +56,34 @@ var errEnough = errors.New("enough")
 // Durable returns how many records are durable: every record with a lower
 // sequence has been acknowledged to its sealer and can be read.
 func (l *Log) Durable() uint64 { return l.acked.Load() }
+
+// DurableHead returns a durable prefix of the log, its record count and
+// the content id of its last record (zero when empty), as the log wrote
+// them: the chain's head without reading or verifying a segment. The
+// count may trail Durable by the sealers that are still returning.
+func (l *Log) DurableHead() (uint64, wire.ContentID) {
+	l.durHead.mu.Lock()
+	defer l.durHead.mu.Unlock()
+	return l.durHead.n, l.durHead.id
+}
+
+// durableHead is the newest durable record: its sequence plus one and
+// its content id, kept together.
+type durableHead struct {
+	mu sync.Mutex
+	n  uint64
+	id wire.ContentID
+}
+
+// note records that the first n records are durable, the last being id;
+// sealers finish out of order, so an older note changes nothing.
+func (d *durableHead) note(n uint64, id wire.ContentID) {
+	d.mu.Lock()
+	if n > d.n {
+		d.n, d.id = n, id
+	}
+	d.mu.Unlock()
+}
 
 // Range returns the envelopes of up to limit durable records starting at
 // sequence from, in order; fewer (or none) when the log ends sooner. It

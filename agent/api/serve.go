@@ -12,6 +12,7 @@ import (
 
 	"meshd/agent"
 	"meshd/engine"
+	"meshd/steward"
 	"meshd/wire"
 )
 
@@ -395,7 +396,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRe
 		setReceiptHeaders(w.Header(), resp.Sealed)
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": object, "created": created, "model": rc.Backend,
-			"choices": []any{choice}, "usage": usage(rc.TokensIn, rc.TokensOut), "receipt": receiptOf(resp.Sealed),
+			"choices": []any{choice}, "usage": usage(rc), "receipt": receiptOf(resp.Sealed),
 		})
 		return
 	}
@@ -454,7 +455,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, req wire.ServeRe
 	if !chat {
 		last["choices"].([]any)[0].(map[string]any)["text"] = ""
 	}
-	last["usage"] = usage(rc.TokensIn, rc.TokensOut)
+	last["usage"] = usage(rc)
 	last["receipt"] = receiptOf(resp.Sealed)
 	if err := sse.send(last); err != nil {
 		return
@@ -472,8 +473,13 @@ func finish(resp *agent.Response, max uint32) string {
 	return "stop"
 }
 
-func usage(in, out uint32) map[string]any {
-	return map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
+// usage is OpenAI's usage object for a sealed serve. Its
+// prompt_tokens_details.cached_tokens is the receipt's cache_hit_tokens:
+// the prompt tokens the engine reused from its cache, as OpenAI and
+// llama-server report them (0 when none were).
+func usage(rc *steward.Receipt) map[string]any {
+	return map[string]any{"prompt_tokens": rc.TokensIn, "completion_tokens": rc.TokensOut, "total_tokens": rc.TokensIn + rc.TokensOut,
+		"prompt_tokens_details": map[string]any{"cached_tokens": rc.CacheHitTokens}}
 }
 
 // eventStream writes server-sent events, flushing each so the client sees

@@ -61,7 +61,8 @@ import (
 //   - a bare HTTP round trip to the daemon (GET /healthz), for
 //     scale: http+json holds the client's side of the exchange too (the
 //     direct call's own client side, subtracted from the hop, balances
-//     it in the cost).
+//     it in the cost); and GET /v1/chain/head beside it, which should
+//     cost little more.
 //
 // Reported: cost-median-µs (target ≤ 500), direct-median-µs,
 // fsync-median-µs (the bare baseline) and cost-less-fsync-median-µs: the
@@ -129,16 +130,16 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 	// roundTrip is a bare HTTP exchange with the daemon on the same
 	// client: GET /healthz, a small JSON answer. Most of
 	// http+json is this.
-	roundTrip := func() time.Duration {
+	roundTrip := func(path string) time.Duration {
 		t0 := time.Now()
-		resp, err := hc.Get(base + "/healthz")
+		resp, err := hc.Get(base + path)
 		if err != nil {
 			b.Fatal(err)
 		}
 		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK {
-			b.Fatalf("healthz: %v %d", err, resp.StatusCode)
+			b.Fatalf("%s: %v %d", path, err, resp.StatusCode)
 		}
 		return time.Since(t0)
 	}
@@ -149,7 +150,7 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 	}
 
 	n := max(b.N, 30)
-	var cost, lessFsync, directs, syncs, trips []time.Duration
+	var cost, lessFsync, directs, syncs, trips, heads []time.Duration
 	rows := make([][]time.Duration, len(costRows))
 	b.ResetTimer()
 	for i := range n {
@@ -165,7 +166,8 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 			dt, out, ph, sk = viaDaemon(p)
 		}
 		fs := fsync()
-		rt := roundTrip()
+		rt := roundTrip("/healthz")
+		heads = append(heads, roundTrip("/v1/chain/head"))
 		inAgent := ph.Admit + ph.Grant + ph.Route + ph.Engine + ph.Seal + ph.Settle
 		cost, directs, syncs, trips = append(cost, dt-st), append(directs, st), append(syncs, fs), append(trips, rt)
 		lessFsync = append(lessFsync, dt-st-fs)
@@ -196,7 +198,7 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 		n, us(c), us(med(directs)), verdict)
 	fmt.Fprintf(&sb, "  a bare write+fdatasync of a receipt-sized frame here: %.0f µs; the cost less it (median over pairs): %.0f µs\n",
 		us(fs), us(med(lessFsync)))
-	fmt.Fprintf(&sb, "  a bare HTTP round trip to the daemon on the same client (GET /healthz): %.0f µs\n", us(med(trips)))
+	fmt.Fprintf(&sb, "  a bare HTTP round trip to the daemon on the same client (GET /healthz): %.0f µs; GET /v1/chain/head: %.0f µs\n", us(med(trips)), us(med(heads)))
 	for j, name := range costRows {
 		fmt.Fprintf(&sb, "  %-28s %7.1f µs\n", name, us(med(rows[j])))
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"meshd/wire"
 )
@@ -30,10 +31,57 @@ type completionRequest struct {
 // mesh-gguf report it.
 func stoppedByWord(body []byte) bool {
 	var r struct {
-		StopType string `json:"stop_type"`
+		StopType stopType `json:"stop_type"`
 	}
-	return json.Unmarshal(body, &r) == nil && r.StopType == "word"
+	return json.Unmarshal(body, &r) == nil && r.StopType.word()
 }
+
+// stopType is a response's stop_type, decoded with the rest of it so that
+// the answer is read once. It never fails the decode: a stop_type that is
+// not a string (at any of its occurrences) is no stop word, as it was when
+// stop_type was decoded on its own and such a value failed that decode.
+type stopType struct {
+	v   string
+	bad bool
+}
+
+func (s *stopType) UnmarshalJSON(b []byte) error {
+	switch {
+	case string(b) == "null":
+	case string(b) == `"word"`:
+		s.v = "word"
+	case len(b) > 0 && b[0] == '"' && json.Unmarshal(b, &s.v) == nil:
+	default:
+		s.bad = true
+	}
+	return nil
+}
+
+func (s stopType) word() bool { return !s.bad && s.v == "word" }
+
+// decodeOne decodes body, which must hold exactly one JSON value, into v.
+// Most answers are well formed: json.Unmarshal reads them in place, where
+// a Decoder would first copy them into buffers it grows. Anything it
+// refuses is decoded again, into a fresh value, the way a Decoder does, so
+// that the errors (and what counts as trailing data) are the Decoder's.
+func decodeOne[T any](body []byte, v *T) (malformed, trailing error) {
+	if json.Unmarshal(body, v) == nil {
+		return nil, nil
+	}
+	*v = *new(T)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return err, nil
+	}
+	if dec.More() {
+		return nil, errTrailing
+	}
+	// Unmarshal refused what a Decoder takes: a value followed by a
+	// closing bracket or brace, which More does not count as data.
+	return nil, nil
+}
+
+var errTrailing = errors.New("trailing data after the JSON object")
 
 // count is an optional JSON integer. It is decoded from json.Number so that
 // a negative, fractional or huge value is caught rather than wrapped.
@@ -46,16 +94,18 @@ func (c *count) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	var n json.Number
 	if len(b) > 0 && b[0] == '"' {
 		return fmt.Errorf("want an integer, got the string %s", b)
 	}
-	if err := json.Unmarshal(b, &n); err != nil {
+	// b is one JSON value the decoder has checked: a number literal
+	// starts with a digit or a minus sign, and is then exactly the text
+	// json.Number would hold. Anything else is not a number.
+	if len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
 		return fmt.Errorf("want an integer, got %s", b)
 	}
-	v, err := n.Int64()
+	v, err := strconv.ParseInt(string(b), 10, 64)
 	if err != nil {
-		return fmt.Errorf("want an integer, got %s", n)
+		return fmt.Errorf("want an integer, got %s", b)
 	}
 	c.set, c.v = true, v
 	return nil
@@ -76,6 +126,7 @@ type completionResponse struct {
 	TokensEvaluated count              `json:"tokens_evaluated"`
 	Truncated       bool               `json:"truncated"`
 	Timings         *completionTimings `json:"timings"`
+	StopType        stopType           `json:"stop_type"`
 }
 
 // ErrBadResponse is wrapped when the engine's answer cannot be turned into
@@ -87,16 +138,21 @@ var ErrBadResponse = errors.New("engine response rejected")
 // recipe the child runs has a draft model: then every serve is speculative,
 // whether or not the engine reported its draft counters.
 func parseCompletion(body []byte, nPredict uint32, draftModel bool) (wire.ServeOutcome, string, error) {
+	o, content, _, err := parseCompletionStop(body, nPredict, draftModel)
+	return o, content, err
+}
+
+// parseCompletionStop is parseCompletion that also says whether a stop
+// word ended the completion (stoppedByWord), from the same one decode.
+func parseCompletionStop(body []byte, nPredict uint32, draftModel bool) (wire.ServeOutcome, string, bool, error) {
 	var r completionResponse
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&r); err != nil {
-		return wire.ServeOutcome{}, "", fmt.Errorf("%w: malformed JSON: %v", ErrBadResponse, err)
+	if bad, trailing := decodeOne(body, &r); bad != nil {
+		return wire.ServeOutcome{}, "", false, fmt.Errorf("%w: malformed JSON: %v", ErrBadResponse, bad)
+	} else if trailing != nil {
+		return wire.ServeOutcome{}, "", false, fmt.Errorf("%w: %v", ErrBadResponse, trailing)
 	}
-	if dec.More() {
-		return wire.ServeOutcome{}, "", fmt.Errorf("%w: trailing data after the JSON object", ErrBadResponse)
-	}
-	fail := func(format string, a ...any) (wire.ServeOutcome, string, error) {
-		return wire.ServeOutcome{}, "", fmt.Errorf("%w: "+format, append([]any{ErrBadResponse}, a...)...)
+	fail := func(format string, a ...any) (wire.ServeOutcome, string, bool, error) {
+		return wire.ServeOutcome{}, "", false, fmt.Errorf("%w: "+format, append([]any{ErrBadResponse}, a...)...)
 	}
 	if r.Content == nil {
 		return fail("content is missing")
@@ -140,7 +196,7 @@ func parseCompletion(body []byte, nPredict uint32, draftModel bool) (wire.ServeO
 		{"timings.draft_n_accepted", t.DraftNAccepted, &o.SpecAccepted},
 	} {
 		if *f.dst, err = u32(f.name, f.c); err != nil {
-			return wire.ServeOutcome{}, "", err
+			return wire.ServeOutcome{}, "", false, err
 		}
 	}
 	if o.TokensOut > nPredict {
@@ -192,7 +248,7 @@ func parseCompletion(body []byte, nPredict uint32, draftModel bool) (wire.ServeO
 	if err := o.Validate(); err != nil {
 		return fail("%v", err)
 	}
-	return o, *r.Content, nil
+	return o, *r.Content, r.StopType.word(), nil
 }
 
 // engineError extracts the message of llama-server's error envelope

@@ -117,7 +117,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}
+	// No compression: the child is on loopback, and a gzip answer would
+	// only cost both sides the work.
+	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true}
 	life, cancel := context.WithCancel(context.Background())
 	return &Engine{
 		cfg:       cfg,
@@ -549,7 +551,7 @@ func (e *Engine) post(ctx context.Context, in *instance, path string, body any) 
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header["Content-Type"] = []string{"application/json"} // canonical already
 	resp, err := e.client.Do(hreq)
 	if err != nil {
 		return nil, e.serveFailed(ctx, in, err)
@@ -559,7 +561,7 @@ func (e *Engine) post(ctx context.Context, in *instance, path string, body any) 
 
 // readBody reads a whole answer of at most maxResponse bytes.
 func (e *Engine) readBody(ctx context.Context, in *instance, resp *http.Response) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	data, err := readAll(io.LimitReader(resp.Body, maxResponse+1), resp.ContentLength)
 	if err != nil {
 		return nil, e.serveFailed(ctx, in, err)
 	}
@@ -567,6 +569,31 @@ func (e *Engine) readBody(ctx context.Context, in *instance, resp *http.Response
 		return nil, fmt.Errorf("serve: %w: body exceeds %d bytes", ErrBadResponse, maxResponse)
 	}
 	return data, nil
+}
+
+// readAll is io.ReadAll into a buffer sized for the announced length
+// (when there is one within maxResponse): growing from io.ReadAll's 512
+// bytes was the largest part of a serve's allocations. One byte more than
+// announced lets the read that meets the end find room without growing.
+func readAll(r io.Reader, announced int64) ([]byte, error) {
+	size := 512
+	if announced >= 0 && announced <= maxResponse {
+		size = int(announced) + 1
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // complete runs one non-streamed /completion.
@@ -583,11 +610,11 @@ func (e *Engine) complete(ctx context.Context, in *instance, creq completionRequ
 	if resp.StatusCode != http.StatusOK {
 		return engine.Result{}, fmt.Errorf("serve: engine answered HTTP %d: %s", resp.StatusCode, engineError(data))
 	}
-	o, content, err := parseCompletion(data, creq.NPredict, e.cfg.DraftModel != "")
+	o, content, stopped, err := parseCompletionStop(data, creq.NPredict, e.cfg.DraftModel != "")
 	if err != nil {
 		return engine.Result{}, fmt.Errorf("serve: %w", err)
 	}
-	return engine.Result{Outcome: o, Output: []byte(content), Stopped: stoppedByWord(data)}, nil
+	return engine.Result{Outcome: o, Output: []byte(content), Stopped: stopped}, nil
 }
 
 // serveFailed names why a request broke off: the caller's context, the

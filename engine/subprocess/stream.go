@@ -148,12 +148,10 @@ func (e *Engine) stream(ctx context.Context, in *instance, creq completionReques
 			return bad("event %d follows the final event", n)
 		}
 		var ev streamEvent
-		dec := json.NewDecoder(bytes.NewReader(data))
-		if err := dec.Decode(&ev); err != nil {
-			return bad("event %d: malformed JSON: %v", n, err)
-		}
-		if dec.More() {
-			return bad("event %d: trailing data after the JSON object", n)
+		if malformed, trailing := decodeOne(data, &ev); malformed != nil {
+			return bad("event %d: malformed JSON: %v", n, malformed)
+		} else if trailing != nil {
+			return bad("event %d: %v", n, trailing)
 		}
 		if ev.Error != nil {
 			return engine.Result{}, fmt.Errorf("serve: engine failed mid-stream: %s", engineError(data))
@@ -162,7 +160,7 @@ func (e *Engine) stream(ctx context.Context, in *instance, creq completionReques
 			return bad("event %d has no stop flag", n)
 		}
 		if *ev.Stop {
-			o, content, err := parseCompletion(data, creq.NPredict, e.cfg.DraftModel != "")
+			o, content, word, err := parseCompletionStop(data, creq.NPredict, e.cfg.DraftModel != "")
 			if err != nil {
 				return engine.Result{}, fmt.Errorf("serve: stream: final event: %w", err)
 			}
@@ -170,7 +168,7 @@ func (e *Engine) stream(ctx context.Context, in *instance, creq completionReques
 				return bad("the final event repeats %d bytes of content", len(content))
 			}
 			streamed := max(listed, running)
-			stopped = stoppedByWord(data)
+			stopped = word
 			if stopped && reported && int64(o.TokensOut) > streamed {
 				// The tokens that made the stop word were decoded but
 				// their text never sent: only what was streamed is
