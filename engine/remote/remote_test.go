@@ -25,13 +25,13 @@ type upstream struct {
 	srv *httptest.Server
 }
 
-func startNode(t *testing.T, cfgText string) (*node.Node, *httptest.Server) {
+func startNode(t testing.TB, cfgText string) (*node.Node, *httptest.Server) {
 	t.Helper()
 	st := apitest.Start(t, cfgText, node.Options{})
 	return st.Node, st.Server
 }
 
-func startUpstream(t *testing.T, ujPerToken int) upstream {
+func startUpstream(t testing.TB, ujPerToken int) upstream {
 	n, srv := startNode(t, fmt.Sprintf("[[backend]]\nname = \"ref\"\nkind = \"reference\"\nfidelity = 2\nuj_per_token = %d\nwork = 2\n", ujPerToken))
 	return upstream{n, srv}
 }
