@@ -5,6 +5,11 @@
 // the request forwarded. Its energy and evidence become the local
 // receipt's, never better. A node that fails is passed over by the router
 // until a backoff has passed.
+//
+// Before the first forward (and again after any failure) the node's key
+// is checked: its chain head must verify under the pinned key, so a node
+// that answers under another key fails before it is sent a serve, and
+// the router falls back within the same request (PROFILE §19).
 package remote
 
 import (
@@ -20,6 +25,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,7 +77,17 @@ type Backend struct {
 	failures  int
 	downUntil time.Time
 	lastErr   error
+	// keyOK is set once a receipt of the node's (its chain head, or a
+	// forwarded serve's) verified under the pinned key; any failure clears
+	// it, and gen counts those failures, so that a check which began
+	// before one does not set it afterwards.
+	keyOK bool
+	gen   uint64
 }
+
+// keyCheckTimeout bounds the key check's two reads (the backend's own
+// timeout, when shorter, bounds them instead).
+const keyCheckTimeout = 10 * time.Second
 
 // New checks cfg and returns the backend.
 func New(cfg Config) (*Backend, error) {
@@ -137,6 +153,8 @@ func (b *Backend) fail(err error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures++
+	b.keyOK = false
+	b.gen++
 	wait := b.cfg.Backoff << min(b.failures-1, 10)
 	b.downUntil, b.lastErr = b.cfg.Now().Add(min(wait, 5*time.Minute)), err
 	return fmt.Errorf("remote %s: %w", b.cfg.Name, err)
@@ -163,10 +181,130 @@ func (e *servedError) Unwrap() error { return e.err }
 // within the same request.
 func (e *servedError) MayHaveServed() bool { return true }
 
+// ok records a forward whose receipt verified under the pinned key: that
+// is the key check passed too.
 func (b *Backend) ok() {
 	b.mu.Lock()
 	b.failures, b.downUntil, b.lastErr = 0, time.Time{}, nil
+	b.keyOK = true
 	b.mu.Unlock()
+}
+
+// authorize sets the bearer token from the token file, if any.
+func (b *Backend) authorize(hreq *http.Request) error {
+	if b.cfg.TokenFile == "" {
+		return nil
+	}
+	tok, err := auth.ReadSecret(b.cfg.TokenFile)
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Authorization", "Bearer "+tok)
+	return nil
+}
+
+// errKeyUnknown is a key check that could not decide: the node sealed
+// nothing yet, or does not let this backend's credentials read its log.
+var errKeyUnknown = errors.New("the node's steward key is not known")
+
+// checkKey makes sure the node's key is the pinned one before a serve is
+// sent to it: unless a receipt of the node's already verified since the
+// last failure (no request then), it reads the node's chain head (GET
+// /v1/chain/head, GET /v1/receipts/{sequence}) and opens that receipt
+// under the pinned key. It is a signature by the node's key that decides,
+// never what the node says its key is. A head that does not verify, or a
+// node that cannot be read (no connection, a TLS handshake refused, a
+// 5xx), fails the backend before it was sent anything, so the router may
+// fall back. An empty log or a read refused (401, 403, or another 4xx)
+// leaves the key unknown: the serve is forwarded, and its receipt is the
+// check.
+func (b *Backend) checkKey(ctx context.Context) error {
+	b.mu.Lock()
+	ok, gen := b.keyOK, b.gen
+	b.mu.Unlock()
+	if ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(b.cfg.Timeout, keyCheckTimeout))
+	defer cancel()
+	var head struct {
+		Receipts uint64  `json:"receipts"`
+		Sequence *uint64 `json:"sequence"`
+	}
+	raw, err := b.read(ctx, "/v1/chain/head", 1<<16)
+	if err == nil {
+		if err = json.Unmarshal(raw, &head); err != nil {
+			err = fmt.Errorf("%w: the chain head does not parse: %v", errKeyUnknown, err)
+		}
+	}
+	if err == nil && (head.Receipts == 0 || head.Sequence == nil) {
+		err = fmt.Errorf("%w: its log is empty", errKeyUnknown)
+	}
+	var env []byte
+	if err == nil {
+		env, err = b.read(ctx, "/v1/receipts/"+strconv.FormatUint(*head.Sequence, 10), 1<<20)
+	}
+	switch {
+	case errors.Is(err, errKeyUnknown):
+		return nil
+	case err != nil:
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
+			return err // the caller left; the node is not at fault
+		}
+		return b.fail(fmt.Errorf("checking the node's steward key (not forwarded): %w", err))
+	}
+	o, err := steward.OpenEnvelope(env, b.cfg.Steward)
+	if err == nil && o.Receipt.Sequence != *head.Sequence {
+		err = fmt.Errorf("it is receipt %d, not %d", o.Receipt.Sequence, *head.Sequence)
+	}
+	if err != nil {
+		return b.fail(fmt.Errorf("the node's chain head (receipt %d) does not verify under its pinned steward key, not forwarded: %w",
+			*head.Sequence, err))
+	}
+	b.mu.Lock()
+	if b.gen == gen {
+		b.keyOK = true
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+// read GETs path from the node with the backend's credentials: the body of
+// a 200 (at most limit bytes); errKeyUnknown for a refusal (4xx).
+func (b *Backend) read(ctx context.Context, path string, limit int64) ([]byte, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, b.cfg.URL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.authorize(hreq); err != nil {
+		return nil, err
+	}
+	resp, err := b.cfg.Client.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return raw, nil
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return nil, fmt.Errorf("%w: GET %s: %v", errKeyUnknown, path, answered(resp.StatusCode, raw))
+	}
+	return nil, fmt.Errorf("GET %s: %w", path, answered(resp.StatusCode, raw))
+}
+
+// answered is the error for a node's answer other than 200: its status and
+// the API error's code and message.
+func answered(status int, raw []byte) error {
+	var e struct {
+		Error struct{ Message, Code string }
+	}
+	_ = json.Unmarshal(raw, &e)
+	return fmt.Errorf("node answered HTTP %d %s: %s", status, e.Error.Code, e.Error.Message)
 }
 
 // Serve implements engine.Backend.
@@ -197,6 +335,9 @@ func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt [
 		body["grant"] = base64.StdEncoding.EncodeToString(opts.Grant)
 	}
 	data, _ := json.Marshal(body)
+	if err := b.checkKey(ctx); err != nil {
+		return engine.Result{}, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.cfg.URL+"/v1/serve", bytes.NewReader(data))
@@ -204,12 +345,8 @@ func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt [
 		return engine.Result{}, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	if b.cfg.TokenFile != "" {
-		tok, err := auth.ReadSecret(b.cfg.TokenFile)
-		if err != nil {
-			return engine.Result{}, b.fail(err)
-		}
-		hreq.Header.Set("Authorization", "Bearer "+tok)
+	if err := b.authorize(hreq); err != nil {
+		return engine.Result{}, b.fail(err)
 	}
 	// Whether the node got the whole request decides what a failure
 	// means: before that (no connection, a TLS handshake refused, the
@@ -239,11 +376,7 @@ func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt [
 		return engine.Result{}, b.failServed(fmt.Errorf("reading the answer: %w", err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Message, Code string }
-		}
-		_ = json.Unmarshal(raw, &e)
-		err := fmt.Errorf("node answered HTTP %d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message)
+		err := answered(resp.StatusCode, raw)
 		switch {
 		case resp.StatusCode == http.StatusServiceUnavailable:
 			// Busy, draining or shutting down: the node says it served

@@ -25,13 +25,13 @@ type upstream struct {
 	srv *httptest.Server
 }
 
-func startNode(t *testing.T, cfgText string) (*node.Node, *httptest.Server) {
+func startNode(t testing.TB, cfgText string) (*node.Node, *httptest.Server) {
 	t.Helper()
 	st := apitest.Start(t, cfgText, node.Options{})
 	return st.Node, st.Server
 }
 
-func startUpstream(t *testing.T, ujPerToken int) upstream {
+func startUpstream(t testing.TB, ujPerToken int) upstream {
 	n, srv := startNode(t, fmt.Sprintf("[[backend]]\nname = \"ref\"\nkind = \"reference\"\nfidelity = 2\nuj_per_token = %d\nwork = 2\n", ujPerToken))
 	return upstream{n, srv}
 }
@@ -39,6 +39,24 @@ func startUpstream(t *testing.T, ujPerToken int) upstream {
 func remoteBackend(name string, u upstream, url string, uj int) string {
 	return fmt.Sprintf("[[backend]]\nname = %q\nkind = \"meshd\"\nurl = %q\nsteward = %q\nfidelity = 2\nuj_per_token = %d\ntimeout = \"10s\"\n",
 		name, url, u.n.Key.ID(), uj)
+}
+
+// relay sends r on to the node at base (method, path and query, body,
+// credentials) and returns its answer.
+func relay(base string, r *http.Request) (int, []byte, error) {
+	body, _ := io.ReadAll(r.Body)
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	out.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(out)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
 }
 
 func serve(t *testing.T, n *node.Node, prompt string) (*agent.Response, error) {
@@ -115,14 +133,16 @@ func TestDeadNodeIsPassedOver(t *testing.T) {
 func TestTamperedUpstreamReceiptRefused(t *testing.T) {
 	up := startUpstream(t, 10)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		resp, err := http.Post(up.srv.URL+r.URL.Path, "application/json", bytes.NewReader(body))
+		status, data, err := relay(up.srv.URL, r)
 		if err != nil {
 			http.Error(w, err.Error(), 502)
 			return
 		}
-		data, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		if r.URL.Path != "/v1/serve" {
+			w.WriteHeader(status)
+			w.Write(data)
+			return
+		}
 		var m map[string]any
 		json.Unmarshal(data, &m)
 		rc := m["receipt"].(map[string]any)
@@ -150,18 +170,21 @@ func TestTamperedUpstreamReceiptRefused(t *testing.T) {
 // serve fails, nothing is sealed at the front door, the next node is not
 // called, and the failed node is passed over from the next request on.
 func TestFallbackOnlyBeforeTheNodeServed(t *testing.T) {
-	// forward relays to u and then answers with what edit makes of the reply.
+	// forward relays to u and then answers a serve with what edit makes
+	// of the reply (the node's key check it relays untouched).
 	forward := func(u upstream, edit func(w http.ResponseWriter, status int, body []byte)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			body, _ := io.ReadAll(r.Body)
-			resp, err := http.Post(u.srv.URL+r.URL.Path, "application/json", bytes.NewReader(body))
+			status, data, err := relay(u.srv.URL, r)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadGateway)
 				return
 			}
-			data, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			edit(w, resp.StatusCode, data)
+			if r.URL.Path != "/v1/serve" {
+				w.WriteHeader(status)
+				w.Write(data)
+				return
+			}
+			edit(w, status, data)
 		}
 	}
 	for _, c := range []struct {
