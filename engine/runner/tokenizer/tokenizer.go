@@ -62,7 +62,7 @@ type Tokenizer struct {
 	// parse_special, user-defined ones alone without (as llama.cpp's
 	// tokenizer_st_partition).
 	special, userDefined *specialSet
-	pre       *PreTokenizer
+	pre                  *PreTokenizer
 }
 
 // New builds a tokenizer from a vocabulary. merges is required for gpt2
