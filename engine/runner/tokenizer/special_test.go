@@ -30,7 +30,9 @@ func gemmaLike(t *testing.T) *Tokenizer {
 	return tk
 }
 
-func byteName(b int) string { return "<0x" + string("0123456789ABCDEF"[b>>4]) + string("0123456789ABCDEF"[b&15]) + ">" }
+func byteName(b int) string {
+	return "<0x" + string("0123456789ABCDEF"[b>>4]) + string("0123456789ABCDEF"[b&15]) + ">"
+}
 
 func (t *Tokenizer) names(ids []int) []string {
 	out := make([]string, len(ids))
