@@ -2,6 +2,7 @@ package llamaserver
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -21,8 +22,12 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	tok := s.info.tok
 	ids := tok.Encode(req.Content, req.AddSpecial, req.ParseSpecial == nil || *req.ParseSpecial)
+	if ids == nil {
+		// llama-server answers [] for empty content, never null.
+		ids = []int{}
+	}
 	if !req.WithPieces {
-		writeJSON(w, http.StatusOK, map[string][]int{"tokens": ids})
+		writeTokens(w, ids)
 		return
 	}
 	type piece struct {
@@ -57,4 +62,25 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		b = append(b, s.info.tok.Piece(id)...)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
+}
+
+// writeTokens answers {"tokens":[...]} as json.Encoder would, a buffer at
+// a time: a large text's tokens are never held a second time as JSON.
+func writeTokens(w http.ResponseWriter, ids []int) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	buf := append(make([]byte, 0, 32<<10), `{"tokens":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, int64(id), 10)
+		if len(buf) > 31<<10 {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+			buf = buf[:0]
+		}
+	}
+	w.Write(append(buf, "]}\n"...))
 }

@@ -321,7 +321,9 @@ func (t *Tokenizer) AddedSpecial() int {
 // Memory beyond the result stays within a window of the text (see
 // encodeSPM and PreTokenizer.each), whatever the text's length.
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
-	out := []int{}
+	// Real vocabularies average three to five bytes a token: sized so,
+	// the result of a large text rarely grows by copying.
+	out := make([]int, 0, len(text)/4+4)
 	if addSpecial && t.AddBOS && t.BOS >= 0 {
 		out = append(out, t.BOS)
 	}
