@@ -28,7 +28,7 @@ func (a spmPair) before(b spmPair) bool {
 }
 
 // spmChunk is how many input bytes encodeSPM aims to merge at a time.
-const spmChunk = 32 << 10
+const spmChunk = 4 << 10
 
 // encodeSPM merges adjacent symbols greedily by score, the highest-scoring
 // pair that forms a vocabulary entry first (leftmost on ties), as
