@@ -1,0 +1,90 @@
+package kernels
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"meshd/engine/runner/gguf"
+)
+
+// StoreQ8_0 writes the blocks gguf's reference encoder writes.
+func TestStoreQ8_0MatchesEncoder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, 256)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * 3)
+	}
+	x[5], x[40] = 0, -7.5
+	clear(x[64:96]) // an all-zero block
+	want, err := gguf.Encode(gguf.Q8_0, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	StoreQ8_0(got, x, NewQ8Scratch(len(x)))
+	if !bytes.Equal(got, want) {
+		t.Errorf("StoreQ8_0 differs from gguf.Encode(Q8_0)")
+	}
+}
+
+// AttendKV over Q8_0 keys and/or values gives the float32 cache's output
+// within what 8-bit codes allow: each value is off by at most half a
+// step (largest magnitude / 254) and the query is quantised likewise, so
+// the output stays within a percent or so of the values' spread.
+func TestAttendKVQ8CloseToF32(t *testing.T) {
+	const hd, heads, n = 128, 4, 300
+	stride := heads * hd
+	rb := stride / 32 * 34
+	rng := rand.New(rand.NewPCG(3, 4))
+	k, v := make([]float32, n*stride), make([]float32, n*stride)
+	for i := range k {
+		k[i], v[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	kq, vq := make([]byte, n*rb), make([]byte, n*rb)
+	scratch := NewQ8Scratch(stride)
+	for t := range n {
+		StoreQ8_0(kq[t*rb:], k[t*stride:(t+1)*stride], scratch)
+		StoreQ8_0(vq[t*rb:], v[t*stride:(t+1)*stride], scratch)
+	}
+	q := make([]float32, hd)
+	for i := range q {
+		q[i] = float32(rng.NormFloat64())
+	}
+	scale := float32(1 / math.Sqrt(hd))
+	qq := NewQ8Scratch(hd)
+	f32 := KVView{F32: k, Stride: stride}
+	for _, c := range []struct {
+		name string
+		k, v KVView
+	}{
+		{"q8 K", KVView{Q8: kq, Stride: rb}, KVView{F32: v, Stride: stride}},
+		{"q8 V", f32, KVView{Q8: vq, Stride: rb}},
+		{"q8 K and V", KVView{Q8: kq, Stride: rb}, KVView{Q8: vq, Stride: rb}},
+	} {
+		for _, nn := range []int{1, 7, n} {
+			off := 2 * hd
+			want, got := make([]float32, hd), make([]float32, hd)
+			Attend(want, q, k, v, nn, stride, off, scale, make([]float32, n))
+			AttendKV(got, q, qq, c.k, c.v, nn, off, scale, make([]float32, n))
+			var worst float64
+			for i := range want {
+				worst = max(worst, math.Abs(float64(got[i]-want[i])))
+			}
+			t.Logf("%s, %d positions: largest difference %.5f", c.name, nn, worst)
+			if worst > 0.03 {
+				t.Errorf("%s, %d positions: off by %.4f, want ≤ 0.03", c.name, nn, worst)
+			}
+		}
+	}
+	// Both sides float32: exactly Attend.
+	want, got := make([]float32, hd), make([]float32, hd)
+	Attend(want, q, k, v, n, stride, hd, scale, make([]float32, n))
+	AttendKV(got, q, qq, f32, KVView{F32: v, Stride: stride}, n, hd, scale, make([]float32, n))
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("float32 AttendKV differs from Attend at %d", i)
+		}
+	}
+}
