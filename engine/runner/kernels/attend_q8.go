@@ -32,11 +32,12 @@ func StoreQ8_0(dst []byte, x []float32, q *QVec) {
 
 // AttendKV is Attend over caches of either storage: one query head's
 // attention over n positions, the head's keys and values at value off
-// within each row. Keys in Q8_0 are dotted with the query quantised to
-// 8 bits (into qq, a QVec of len(q) values), as ggml dots a Q8_0 cache
-// with its vec_dot_q8_0_q8_0; values in Q8_0 are dequantised as they are
-// accumulated. off and len(q) must be multiples of 32 for a Q8_0 side.
-func AttendKV(out, q []float32, qq *QVec, k, v KVView, n, off int, scale float32, scores []float32) {
+// within each row. Keys and values in Q8_0 are dequantised as they are
+// read: the query stays in float32 (ggml quantises it to 8 bits too for
+// its integer dot; this loses less, and for rows of a few blocks the
+// float kernel is the faster one). off and len(q) must be multiples of
+// 32 for a Q8_0 side.
+func AttendKV(out, q []float32, k, v KVView, n, off int, scale float32, scores []float32) {
 	if k.Q8 == nil && v.Q8 == nil {
 		Attend(out, q, k.F32, v.F32, n, k.Stride, off, scale, scores)
 		return
@@ -49,8 +50,7 @@ func AttendKV(out, q []float32, qq *QVec, k, v KVView, n, off int, scale float32
 		return
 	}
 	if k.Q8 != nil {
-		qq.quantize32(q)
-		dotQ8_0Rows(k.Q8[off/32*34:], k.Stride, hd/32, qq, scores)
+		dotsQ8(q, k.Q8[off/32*34:], k.Stride, scores)
 	} else {
 		dots(q, k.F32[off:], k.Stride, scores)
 	}
@@ -66,9 +66,28 @@ func AttendKV(out, q []float32, qq *QVec, k, v KVView, n, off int, scale float32
 	}
 }
 
-// axpysQ8 adds p[t] times row t of v (Q8_0 blocks, rows stride bytes
-// apart; len(out)/32 blocks a row) to out for t < len(p).
-func axpysQ8(out, p []float32, v []byte, stride int) {
+// dotsQ8Generic is dotsQ8 in portable Go.
+func dotsQ8Generic(q []float32, k []byte, stride int, out []float32) {
+	nb := len(q) / 32
+	for t := range out {
+		row := k[t*stride : t*stride+nb*34]
+		var sum float32
+		for b := range nb {
+			blk := row[b*34 : b*34+34]
+			qs := (*[32]byte)(blk[2:])
+			x := (*[32]float32)(q[b*32:])
+			var s float32
+			for i := range x {
+				s += x[i] * float32(int8(qs[i]))
+			}
+			sum += s * gguf.F16ToF32(binary.LittleEndian.Uint16(blk))
+		}
+		out[t] = sum
+	}
+}
+
+// axpysQ8Generic is axpysQ8 in portable Go.
+func axpysQ8Generic(out, p []float32, v []byte, stride int) {
 	nb := len(out) / 32
 	for t, pt := range p {
 		row := v[t*stride : t*stride+nb*34]

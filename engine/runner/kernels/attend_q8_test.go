@@ -53,7 +53,6 @@ func TestAttendKVQ8CloseToF32(t *testing.T) {
 		q[i] = float32(rng.NormFloat64())
 	}
 	scale := float32(1 / math.Sqrt(hd))
-	qq := NewQ8Scratch(hd)
 	f32 := KVView{F32: k, Stride: stride}
 	for _, c := range []struct {
 		name string
@@ -67,7 +66,7 @@ func TestAttendKVQ8CloseToF32(t *testing.T) {
 			off := 2 * hd
 			want, got := make([]float32, hd), make([]float32, hd)
 			Attend(want, q, k, v, nn, stride, off, scale, make([]float32, n))
-			AttendKV(got, q, qq, c.k, c.v, nn, off, scale, make([]float32, n))
+			AttendKV(got, q, c.k, c.v, nn, off, scale, make([]float32, n))
 			var worst float64
 			for i := range want {
 				worst = max(worst, math.Abs(float64(got[i]-want[i])))
@@ -81,10 +80,53 @@ func TestAttendKVQ8CloseToF32(t *testing.T) {
 	// Both sides float32: exactly Attend.
 	want, got := make([]float32, hd), make([]float32, hd)
 	Attend(want, q, k, v, n, stride, hd, scale, make([]float32, n))
-	AttendKV(got, q, qq, f32, KVView{F32: v, Stride: stride}, n, hd, scale, make([]float32, n))
+	AttendKV(got, q, f32, KVView{F32: v, Stride: stride}, n, hd, scale, make([]float32, n))
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("float32 AttendKV differs from Attend at %d", i)
+		}
+	}
+}
+
+// The assembly kernels compute what the portable ones do, up to the
+// order of float additions, for rows of one to eight blocks.
+func TestQ8KernelsMatchGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, nb := range []int{1, 2, 4, 8} {
+		const n = 37
+		stride := nb*34 + 34 // rows further apart than their blocks
+		rows := make([]byte, n*stride)
+		x := make([]float32, nb*32)
+		scratch := NewQ8Scratch(nb * 32)
+		for r := range n {
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			StoreQ8_0(rows[r*stride:], x, scratch)
+		}
+		q := make([]float32, nb*32)
+		for i := range q {
+			q[i] = float32(rng.NormFloat64())
+		}
+		got, want := make([]float32, n), make([]float32, n)
+		dotsQ8(q, rows, stride, got)
+		dotsQ8Generic(q, rows, stride, want)
+		for i := range got {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("%d blocks: dotsQ8[%d] = %g, generic %g", nb, i, got[i], want[i])
+			}
+		}
+		p := make([]float32, n)
+		for i := range p {
+			p[i] = float32(rng.Float64())
+		}
+		ga, wa := make([]float32, nb*32), make([]float32, nb*32)
+		axpysQ8(ga, p, rows, stride)
+		axpysQ8Generic(wa, p, rows, stride)
+		for i := range ga {
+			if d := math.Abs(float64(ga[i] - wa[i])); d > 1e-4*(1+math.Abs(float64(wa[i]))) {
+				t.Fatalf("%d blocks: axpysQ8[%d] = %g, generic %g", nb, i, ga[i], wa[i])
+			}
 		}
 	}
 }

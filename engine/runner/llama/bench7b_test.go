@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,7 +76,8 @@ func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
 // gguf.SynthStream into MESH_BENCH_7B_FILE (kept, and reused when it is
 // already there) or a temporary directory (removed). MESH_BENCH_7B_THREADS
 // sets the threads (default: GOMAXPROCS); MESH_BENCH_7B_DECODE the tokens
-// decoded (default 16).
+// decoded (default 16); MESH_BENCH_7B_KV the cache types run, one state
+// each (default "f32,q8_0").
 func TestBench7B(t *testing.T) {
 	if os.Getenv("MESH_BENCH_7B") == "" {
 		t.Skip("MESH_BENCH_7B unset: `make bench-7b` runs the 7B-class benchmark")
@@ -133,57 +135,74 @@ func TestBench7B(t *testing.T) {
 	afterLoad := procStatus(t)
 	pool := kernels.NewPool(threads)
 	defer pool.Close()
-	st, err := m.NewState(nCtx, pool)
-	if err != nil {
-		t.Fatal(err)
+	t.Logf("model: %d layers, dim %d, %d/%d heads, ff %d, vocab %d, %s; file %s; %d threads",
+		m.Layers, m.Dim, m.Heads, m.KVHeads, m.FF, m.Vocab, shape7B.Mix, mib(size), pool.Workers())
+	t.Logf("load (mmap + parse, no copy): %v", loadTime.Round(time.Microsecond))
+	row := func(stage string, s map[string]int64) {
+		t.Logf("%-30s VmRSS %9s  RssAnon %9s  RssFile %9s (mapped file pages touched)", stage, mib(s["VmRSS"]), mib(s["RssAnon"]), mib(s["RssFile"]))
 	}
-	kv := int64(2*m.Layers) * int64(nCtx) * int64(m.KVHeads*m.HeadDim) * 4
+	row("before load", base)
+	row("after load", afterLoad)
+	kvNames := os.Getenv("MESH_BENCH_7B_KV")
+	if kvNames == "" {
+		kvNames = "f32,q8_0"
+	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	prompt := make([]int, nPrompt)
 	for i := range prompt {
 		prompt[i] = 3 + rng.IntN(m.Vocab-3)
 	}
-	t1 := time.Now()
-	logits, err := st.EvalBatch(context.Background(), prompt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	promptTime := time.Since(t1)
-	afterPrompt := procStatus(t)
-	tok := Argmax(logits)
-	t2 := time.Now()
-	for range nDecode {
-		if logits, err = st.Eval(tok); err != nil {
+	wb := float64(m.WeightBytesPerToken())
+	for _, name := range strings.Split(kvNames, ",") {
+		kt, err := ParseKVType(name)
+		if err != nil {
 			t.Fatal(err)
 		}
-		tok = Argmax(logits)
-	}
-	decodeTime := time.Since(t2)
-	afterDecode := procStatus(t)
-
-	row := func(stage string, s map[string]int64) {
-		t.Logf("%-22s VmRSS %9s  RssAnon %9s  RssFile %9s (mapped file pages touched)", stage, mib(s["VmRSS"]), mib(s["RssAnon"]), mib(s["RssFile"]))
-	}
-	t.Logf("model: %d layers, dim %d, %d/%d heads, ff %d, vocab %d, %s; file %s; %d threads",
-		m.Layers, m.Dim, m.Heads, m.KVHeads, m.FF, m.Vocab, shape7B.Mix, mib(size), pool.Workers())
-	t.Logf("load (mmap + parse, no copy): %v", loadTime.Round(time.Microsecond))
-	row("before load", base)
-	row("after load", afterLoad)
-	row(fmt.Sprintf("after %d-token prompt", nPrompt), afterPrompt)
-	row(fmt.Sprintf("after %d decoded", nDecode), afterDecode)
-	wb := float64(m.WeightBytesPerToken())
-	t.Logf("prompt: %d tokens in %v = %.2f t/s", nPrompt, promptTime.Round(time.Millisecond), nPrompt/promptTime.Seconds())
-	t.Logf("decode: %d tokens in %v = %.3f t/s (%.2f GB/s of weights)", nDecode, decodeTime.Round(time.Millisecond),
-		float64(nDecode)/decodeTime.Seconds(), float64(nDecode)*wb/decodeTime.Seconds()/1e9)
-	limit := int64(1.1*float64(size)) + m.StateBytes(nCtx)
-	t.Logf("KV cache (f32) %s, state %s; target VmRSS ≤ 1.1 × file + state = %s", mib(kv), mib(m.StateBytes(nCtx)), mib(limit))
-	for _, s := range []map[string]int64{afterLoad, afterPrompt, afterDecode} {
-		if s["VmRSS"] > limit {
-			t.Errorf("VmRSS %s over the target %s", mib(s["VmRSS"]), mib(limit))
+		o := StateOptions{CacheK: kt, CacheV: kt}
+		// Hand the previous state's memory back first, so that this
+		// state's anonymous pages are its own (a measurement aid only).
+		debug.FreeOSMemory()
+		before := procStatus(t)
+		st, err := m.NewStateWith(nCtx, pool, o)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if grow := afterDecode["RssAnon"] - base["RssAnon"]; grow > m.StateBytes(nCtx)+(64<<20) {
-		t.Errorf("anonymous memory grew %s, more than the state's %s: weights copied?", mib(grow), mib(m.StateBytes(nCtx)))
+		t1 := time.Now()
+		logits, err := st.EvalBatch(context.Background(), prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		promptTime := time.Since(t1)
+		afterPrompt := procStatus(t)
+		tok := Argmax(logits)
+		t2 := time.Now()
+		for range nDecode {
+			if logits, err = st.Eval(tok); err != nil {
+				t.Fatal(err)
+			}
+			tok = Argmax(logits)
+		}
+		decodeTime := time.Since(t2)
+		afterDecode := procStatus(t)
+		kv := m.KVBytes(nCtx, o)
+		t.Logf("KV cache %s/%s: %s (%d positions), state %s", kt, kt, mib(kv), nCtx, mib(m.StateBytesWith(nCtx, o)))
+		row(fmt.Sprintf("%s: after %d-token prompt", kt, nPrompt), afterPrompt)
+		row(fmt.Sprintf("%s: after %d decoded", kt, nDecode), afterDecode)
+		t.Logf("%s: state's anonymous memory %s", kt, mib(afterDecode["RssAnon"]-before["RssAnon"]))
+		t.Logf("%s: prompt %d tokens in %v = %.2f t/s", kt, nPrompt, promptTime.Round(time.Millisecond), nPrompt/promptTime.Seconds())
+		t.Logf("%s: decode %d tokens in %v = %.3f t/s (%.2f GB/s of weights)", kt, nDecode, decodeTime.Round(time.Millisecond),
+			float64(nDecode)/decodeTime.Seconds(), float64(nDecode)*wb/decodeTime.Seconds()/1e9)
+		limit := int64(1.1*float64(size)) + m.StateBytesWith(nCtx, o)
+		t.Logf("%s: target VmRSS ≤ 1.1 × file + state = %s", kt, mib(limit))
+		for _, s := range []map[string]int64{afterPrompt, afterDecode} {
+			if s["VmRSS"] > limit {
+				t.Errorf("%s: VmRSS %s over the target %s", kt, mib(s["VmRSS"]), mib(limit))
+			}
+		}
+		if grow := afterDecode["RssAnon"] - base["RssAnon"]; grow > m.StateBytesWith(nCtx, o)+(64<<20) {
+			t.Errorf("%s: anonymous memory grew %s, more than the state's %s: weights copied?", kt, mib(grow), mib(m.StateBytesWith(nCtx, o)))
+		}
+		runtime.KeepAlive(st)
 	}
 }
 

@@ -14,9 +14,8 @@ const (
 	// KVF32 stores float32 rows: exact, 4 bytes a value (the default).
 	KVF32 KVType = iota
 	// KVQ8_0 stores each row as Q8_0 blocks, quantised as it is written:
-	// 1.0625 bytes a value. Attention dots the query, quantised to 8 bits
-	// too, with the keys and dequantises the values, so logits move
-	// slightly (see TestKVQ8CloseToF32).
+	// 1.0625 bytes a value. Attention dequantises keys and values as it
+	// reads them, so logits move slightly (see TestKVQ8CloseToF32).
 	KVQ8_0
 )
 
@@ -74,8 +73,7 @@ type kvQuant struct {
 	k, v     [][]byte // per layer, nCtx rows; nil for a float32 side
 	kRows    []float32
 	vRows    []float32
-	store    *kernels.QVec   // scratch of one row, for StoreQ8_0
-	qh       []*kernels.QVec // per query head: the query, quantised
+	store    *kernels.QVec // scratch of one row, for StoreQ8_0
 }
 
 // NewStateWith is NewState with a choice of cache storage. A Q8_0 side
@@ -102,10 +100,6 @@ func (m *Model) NewStateWith(nCtx int, pool *kernels.Pool, o StateOptions) (*Sta
 			kq.k[l] = make([]byte, nCtx*kq.rowBytes)
 		}
 		kq.kRows = make([]float32, rows*kvDim)
-		kq.qh = make([]*kernels.QVec, m.Heads)
-		for h := range kq.qh {
-			kq.qh[h] = kernels.NewQ8Scratch(m.HeadDim)
-		}
 	}
 	if o.CacheV == KVQ8_0 {
 		kq.v = make([][]byte, m.Layers)
@@ -200,9 +194,8 @@ func (s *State) attend(li, h int, out, q []float32, n int, scores []float32) {
 	}
 	k := kernels.KVView{Stride: kvDim}
 	v := kernels.KVView{Stride: kvDim}
-	var qq *kernels.QVec
 	if kq.k != nil {
-		k, qq = kernels.KVView{Q8: kq.k[li], Stride: kq.rowBytes}, kq.qh[h]
+		k = kernels.KVView{Q8: kq.k[li], Stride: kq.rowBytes}
 	} else {
 		k.F32 = s.k[li]
 	}
@@ -211,5 +204,5 @@ func (s *State) attend(li, h int, out, q []float32, n int, scores []float32) {
 	} else {
 		v.F32 = s.v[li]
 	}
-	kernels.AttendKV(out, q, qq, k, v, n, off, s.attn.scale, scores)
+	kernels.AttendKV(out, q, k, v, n, off, s.attn.scale, scores)
 }
