@@ -21,15 +21,16 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := s.info.tok
-	ids := tok.Encode(req.Content, req.AddSpecial, req.ParseSpecial == nil || *req.ParseSpecial)
-	if ids == nil {
-		// llama-server answers [] for empty content, never null.
-		ids = []int{}
-	}
+	parse := req.ParseSpecial == nil || *req.ParseSpecial
 	if !req.WithPieces {
-		writeTokens(w, ids)
+		// The tokens go out as they are made: a large text's are never
+		// all held, as ids or as JSON.
+		tw := newTokenWriter(w)
+		tok.EncodeFunc(req.Content, req.AddSpecial, parse, tw.add)
+		tw.end()
 		return
 	}
+	ids := tok.Encode(req.Content, req.AddSpecial, parse)
 	type piece struct {
 		ID    int `json:"id"`
 		Piece any `json:"piece"`
@@ -64,23 +65,42 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
 }
 
-// writeTokens answers {"tokens":[...]} as json.Encoder would, a buffer at
-// a time: a large text's tokens are never held a second time as JSON.
-func writeTokens(w http.ResponseWriter, ids []int) {
+// tokenWriter answers {"tokens":[...]} as json.Encoder would (an empty
+// array for no tokens), a buffer at a time.
+type tokenWriter struct {
+	w   http.ResponseWriter
+	buf []byte
+	n   int
+	err error
+}
+
+func newTokenWriter(w http.ResponseWriter) *tokenWriter {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	buf := append(make([]byte, 0, 32<<10), `{"tokens":[`...)
-	for i, id := range ids {
-		if i > 0 {
-			buf = append(buf, ',')
+	return &tokenWriter{w: w, buf: append(make([]byte, 0, 32<<10), `{"tokens":[`...)}
+}
+
+func (tw *tokenWriter) add(ids []int) {
+	for _, id := range ids {
+		if tw.n > 0 {
+			tw.buf = append(tw.buf, ',')
 		}
-		buf = strconv.AppendInt(buf, int64(id), 10)
-		if len(buf) > 31<<10 {
-			if _, err := w.Write(buf); err != nil {
-				return
-			}
-			buf = buf[:0]
+		tw.n++
+		tw.buf = strconv.AppendInt(tw.buf, int64(id), 10)
+		if len(tw.buf) > 31<<10 {
+			tw.flush()
 		}
 	}
-	w.Write(append(buf, "]}\n"...))
+}
+
+func (tw *tokenWriter) flush() {
+	if tw.err == nil {
+		_, tw.err = tw.w.Write(tw.buf)
+	}
+	tw.buf = tw.buf[:0]
+}
+
+func (tw *tokenWriter) end() {
+	tw.buf = append(tw.buf, "]}\n"...)
+	tw.flush()
 }

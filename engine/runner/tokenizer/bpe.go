@@ -39,13 +39,21 @@ func bpeDecode(s string) []byte {
 // ties), as llama.cpp does. With ignore_merges, a word that is a token is
 // emitted whole. Words are encoded as the pre-tokenizer finds them, so
 // memory follows the longest word, not the text.
-func (t *Tokenizer) encodeBPE(out []int, text string) []int {
-	return t.encodeBPEChunked(out, text, defaultChunk)
+func (t *Tokenizer) encodeBPE(out []int, text string, spill func([]int) []int) []int {
+	return t.encodeBPEChunked(out, text, defaultChunk, spill)
 }
 
-func (t *Tokenizer) encodeBPEChunked(out []int, text string, chunk int) []int {
+// encodeBPEChunked is encodeBPE with the pre-tokenizer's window in runes;
+// spill, if not nil, is handed the tokens so far after each word and
+// returns the slice to go on appending to.
+func (t *Tokenizer) encodeBPEChunked(out []int, text string, chunk int, spill func([]int) []int) []int {
 	var m bpeMerger
-	t.pre.each(text, chunk, func(word string) { out = t.mergeBPE(out, word, &m) })
+	t.pre.each(text, chunk, func(word string) {
+		out = t.mergeBPE(out, word, &m)
+		if spill != nil {
+			out = spill(out)
+		}
+	})
 	return out
 }
 

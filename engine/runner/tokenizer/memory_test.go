@@ -127,10 +127,10 @@ func TestStreamingMatchesWholeText(t *testing.T) {
 				var got, want []int
 				if tk.Model == "llama" {
 					want = tk.refEncodeSPM(nil, text, true)
-					got = tk.encodeSPMChunked(nil, text, true, chunk)
+					got = tk.encodeSPMChunked(nil, text, true, chunk, nil)
 				} else {
 					want = tk.refEncodeBPE(nil, text)
-					got = tk.encodeBPEChunked(nil, text, chunk)
+					got = tk.encodeBPEChunked(nil, text, chunk, nil)
 				}
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("%s text %d (%d bytes) chunk %d: %d tokens, whole text %d; first difference at %d",
@@ -186,5 +186,32 @@ func BenchmarkEncodeLarge(b *testing.B) {
 			b.ReportMetric(float64(me)/float64(mb), "x-fields")
 			_ = words
 		})
+	}
+}
+
+// EncodeFunc hands over Encode's tokens, in order, in batches, and holds
+// no more than a batch of them: what it allocates does not grow with
+// the number of tokens.
+func TestEncodeFuncMatchesEncode(t *testing.T) {
+	text := largeText(1<<20, 9)
+	for name, tk := range memTokenizers(t) {
+		for _, ps := range []bool{false, true} {
+			want := tk.Encode(text, true, ps)
+			var got []int
+			batches := 0
+			tk.EncodeFunc(text, true, ps, func(ids []int) { got = append(got, ids...); batches++ })
+			if !reflect.DeepEqual(got, want) || batches < 2 {
+				t.Fatalf("%s parse_special=%v: %d tokens in %d batches, Encode %d", name, ps, len(got), batches, len(want))
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			n := 0
+			tk.EncodeFunc(text, true, ps, func(ids []int) { n += len(ids) })
+			runtime.ReadMemStats(&after)
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+				t.Errorf("%s: EncodeFunc of %d bytes (%d tokens) allocated %d bytes, want ≤ 1 MiB", name, len(text), n, alloc)
+			}
+		}
 	}
 }

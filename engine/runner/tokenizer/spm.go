@@ -40,11 +40,14 @@ const spmChunk = 4 << 10
 // entry, so no symbol ever crosses such a cut and the merges on either
 // side cannot affect one another; the tokens are those of the whole text,
 // in memory proportional to a chunk.
-func (t *Tokenizer) encodeSPM(out []int, text string, spacePrefix bool) []int {
-	return t.encodeSPMChunked(out, text, spacePrefix, spmChunk)
+func (t *Tokenizer) encodeSPM(out []int, text string, spacePrefix bool, spill func([]int) []int) []int {
+	return t.encodeSPMChunked(out, text, spacePrefix, spmChunk, spill)
 }
 
-func (t *Tokenizer) encodeSPMChunked(out []int, text string, spacePrefix bool, chunk int) []int {
+// encodeSPMChunked is encodeSPM with chunks of about chunk bytes; spill,
+// if not nil, is handed the tokens so far after each chunk and returns
+// the slice to go on appending to.
+func (t *Tokenizer) encodeSPMChunked(out []int, text string, spacePrefix bool, chunk int, spill func([]int) []int) []int {
 	if text == "" {
 		return out
 	}
@@ -57,6 +60,9 @@ func (t *Tokenizer) encodeSPMChunked(out []int, text string, spacePrefix bool, c
 		}
 		m.esc = appendEscaped(m.esc, text[start:end])
 		out = t.mergeSPM(out, &m)
+		if spill != nil {
+			out = spill(out)
+		}
 		start = end
 	}
 	return out

@@ -323,7 +323,31 @@ func (t *Tokenizer) AddedSpecial() int {
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
 	// Real vocabularies average three to five bytes a token: sized so,
 	// the result of a large text rarely grows by copying.
-	out := make([]int, 0, len(text)/4+4)
+	return t.encode(make([]int, 0, len(text)/4+4), text, addSpecial, parseSpecial, nil)
+}
+
+// spillAt is how many tokens EncodeFunc gathers before handing them on.
+const spillAt = 4096
+
+// EncodeFunc is Encode handing the tokens to emit in order, some
+// thousands at a time, instead of returning them, so that tokenizing a
+// text takes memory for a window of it and a batch of tokens, however
+// many tokens it makes (WordPiece and unigram vocabularies hand each
+// fragment's tokens over whole). emit must not keep the slice.
+func (t *Tokenizer) EncodeFunc(text string, addSpecial, parseSpecial bool, emit func([]int)) {
+	spill := func(out []int) []int {
+		if len(out) < spillAt {
+			return out
+		}
+		emit(out)
+		return out[:0]
+	}
+	if out := t.encode(make([]int, 0, 2*spillAt), text, addSpecial, parseSpecial, spill); len(out) > 0 {
+		emit(out)
+	}
+}
+
+func (t *Tokenizer) encode(out []int, text string, addSpecial, parseSpecial bool, spill func([]int) []int) []int {
 	if addSpecial && t.AddBOS && t.BOS >= 0 {
 		out = append(out, t.BOS)
 	}
@@ -340,13 +364,16 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
 		}
 		switch t.Model {
 		case "llama":
-			out = t.encodeSPM(out, frag, first && t.AddSpacePrefix)
+			out = t.encodeSPM(out, frag, first && t.AddSpacePrefix, spill)
 		case "bert":
 			out = t.encodeWPM(out, frag)
 		case "t5":
 			out = t.encodeUGM(out, frag)
 		default:
-			out = t.encodeBPE(out, frag)
+			out = t.encodeBPE(out, frag, spill)
+		}
+		if spill != nil {
+			out = spill(out)
 		}
 		first = false
 	})
