@@ -65,6 +65,19 @@ lint:
 bench:
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(BENCHTIME) $(PKGS)
 
+# A 7B-class Q4_K_M model (dim 4096, 32 layers, 32/8 heads, ff 14336,
+# vocab 32 000: about 4 GB) synthesised to disk a megabyte at a time and
+# loaded by the built-in runner: load time, resident memory after load,
+# after a 512-token prompt and after decoding, prompt and decode speed
+# (engine/runner/llama/bench7b_test.go). Needs ~5 GB of disk and of free
+# memory; skipped otherwise. BENCH7B_FILE keeps the file for later runs.
+BENCH7B_FILE ?=
+BENCH7B_THREADS ?=
+.PHONY: bench-7b
+bench-7b:
+	MESH_BENCH_7B=1 MESH_BENCH_7B_FILE=$(BENCH7B_FILE) MESH_BENCH_7B_THREADS=$(BENCH7B_THREADS) \
+		$(GO) test -count=1 -v -timeout 60m -run '^TestBench7B$$' ./engine/runner/llama/
+
 # The daemon's load test at full length: 200 keep-alive clients for 30 s
 # (cmd/meshd/load_test.go); `make test` runs it for 3 s.
 .PHONY: load-test

@@ -37,6 +37,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -75,6 +76,7 @@ type options struct {
 	version      bool
 	draft        string
 	spec         llama.SpecParams
+	kv           llama.StateOptions // --cache-type-k, --cache-type-v
 }
 
 // DefaultContext is the context size used when -c is 0 and the model was
@@ -117,6 +119,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.similarity, "sps", llamaserver.DefaultSlotPromptSimilarity, "slot prompt similarity")
 	fs.Bool("no-warmup", false, "accepted for llama-server compatibility; there is no warmup")
 	fs.BoolVar(&o.version, "version", false, "print the version (module, VCS revision, Go version, architecture) and exit")
+	kvFlag := func(dst *llama.KVType) func(string) error {
+		return func(s string) (err error) { *dst, err = llama.ParseKVType(s); return err }
+	}
+	kvUsage := "KV cache storage of keys (-ctk) or values (-ctv): " + strings.Join(llama.KVTypeNames, ", ") + " (default f32)"
+	for _, n := range []string{"ctk", "cache-type-k"} {
+		fs.Func(n, kvUsage, kvFlag(&o.kv.CacheK))
+	}
+	for _, n := range []string{"ctv", "cache-type-v"} {
+		fs.Func(n, kvUsage, kvFlag(&o.kv.CacheV))
+	}
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mesh-gguf -m MODEL.gguf [flags]   (flags follow llama-server; -x and --x are the same)")
 		fs.PrintDefaults()
@@ -229,7 +241,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	states := make([]*llama.State, o.parallel)
 	for i := range states {
-		if states[i], err = m.NewState(perSlot, pool); err != nil {
+		if states[i], err = m.NewStateWith(perSlot, pool, o.kv); err != nil {
 			return fmt.Errorf("load model: %w", err)
 		}
 	}
@@ -246,9 +258,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	sig := takeSignals()
 	srv.Ready(m, states...)
-	fmt.Fprintf(stderr, "mesh-gguf: model %s loaded in %v (%d layers, dim %d, vocab %d, n_ctx %d = %d slots × %d, trained %d, %d threads)\n",
+	fmt.Fprintf(stderr, "mesh-gguf: model %s loaded in %v (%d layers, dim %d, vocab %d, n_ctx %d = %d slots × %d, trained %d, %d threads, KV cache %s/%s)\n",
 		o.model, time.Since(start).Round(time.Millisecond), m.Layers, m.Dim, m.Vocab, total, o.parallel, perSlot,
-		m.TrainedContext(), o.threads)
+		m.TrainedContext(), o.threads, o.kv.CacheK, o.kv.CacheV)
 	return serve(hs, serveErr, sig, stderr)
 }
 

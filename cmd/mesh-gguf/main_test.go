@@ -20,6 +20,7 @@ import (
 	"meshd/engine/runner/bert"
 	"meshd/engine/runner/gguf"
 	"meshd/engine/runner/kernels"
+	"meshd/engine/runner/llama"
 	"meshd/internal/buildinfo"
 )
 
@@ -244,5 +245,19 @@ func TestVersionAndHelp(t *testing.T) {
 		if !strings.Contains(errb.String(), w) {
 			t.Errorf("-h lacks %q:\n%s", w, errb.String())
 		}
+	}
+}
+
+// The KV cache types are llama-server's flags, checked as they are parsed.
+func TestParseCacheTypeFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-m", "x.gguf", "--cache-type-k", "q8_0", "-ctv", "q8_0"}, io.Discard)
+	if err != nil || o.kv.CacheK != llama.KVQ8_0 || o.kv.CacheV != llama.KVQ8_0 {
+		t.Fatalf("%+v %v", o.kv, err)
+	}
+	if o, err := parseFlags([]string{"-m", "x.gguf"}, io.Discard); err != nil || o.kv != (llama.StateOptions{}) {
+		t.Fatalf("default %+v %v", o.kv, err)
+	}
+	if _, err := parseFlags([]string{"-m", "x.gguf", "-ctk", "q4_0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "q4_0") {
+		t.Errorf("-ctk q4_0: %v", err)
 	}
 }

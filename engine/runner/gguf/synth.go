@@ -273,34 +273,8 @@ func Synth(w io.Writer, s Shape, seed uint64) error {
 	}
 	hd := s.Dim / s.Heads
 	kvw := uint64(hd * s.KVHeads)
-	tokens, scores, types := SynthVocab(s.Vocab)
 	var gw Writer
-	gw.AddKV("general.architecture", "llama")
-	label := s.Type.String()
-	if s.Mix != MixNone {
-		label = s.Mix.String()
-	}
-	gw.AddKV("general.name", fmt.Sprintf("synthetic-llama-%dL-%dd-%s-seed%d", s.Layers, s.Dim, label, seed))
-	gw.AddKV("general.file_type", s.fileType())
-	gw.AddKV("llama.vocab_size", uint32(s.Vocab))
-	gw.AddKV("llama.context_length", uint32(s.Ctx))
-	gw.AddKV("llama.embedding_length", uint32(s.Dim))
-	gw.AddKV("llama.block_count", uint32(s.Layers))
-	gw.AddKV("llama.feed_forward_length", uint32(s.FF))
-	gw.AddKV("llama.attention.head_count", uint32(s.Heads))
-	gw.AddKV("llama.attention.head_count_kv", uint32(s.KVHeads))
-	gw.AddKV("llama.rope.freq_base", float32(10000))
-	gw.AddKV("llama.rope.dimension_count", uint32(hd))
-	gw.AddKV("llama.attention.layer_norm_rms_epsilon", float32(1e-5))
-	gw.AddKV("tokenizer.ggml.model", "llama")
-	gw.AddKV("tokenizer.ggml.tokens", tokens)
-	gw.AddKV("tokenizer.ggml.scores", scores)
-	gw.AddKV("tokenizer.ggml.token_type", types)
-	gw.AddKV("tokenizer.ggml.unknown_token_id", uint32(0))
-	gw.AddKV("tokenizer.ggml.bos_token_id", uint32(1))
-	gw.AddKV("tokenizer.ggml.eos_token_id", uint32(2))
-	gw.AddKV("tokenizer.ggml.add_bos_token", true)
-	gw.AddKV("tokenizer.ggml.add_eos_token", false)
+	synthMeta(&gw, s, seed)
 
 	// One stream, consumed in directory order, keeps the weights a pure
 	// function of (shape, seed).
@@ -350,4 +324,37 @@ func Synth(w io.Writer, s Shape, seed uint64) error {
 	}
 	_, err := gw.WriteTo(w)
 	return err
+}
+
+// synthMeta adds the metadata of a synthetic model of shape s.
+func synthMeta(gw *Writer, s Shape, seed uint64) {
+	hd := s.Dim / s.Heads
+	tokens, scores, types := SynthVocab(s.Vocab)
+	gw.AddKV("general.architecture", "llama")
+	label := s.Type.String()
+	if s.Mix != MixNone {
+		label = s.Mix.String()
+	}
+	gw.AddKV("general.name", fmt.Sprintf("synthetic-llama-%dL-%dd-%s-seed%d", s.Layers, s.Dim, label, seed))
+	gw.AddKV("general.file_type", s.fileType())
+	gw.AddKV("llama.vocab_size", uint32(s.Vocab))
+	gw.AddKV("llama.context_length", uint32(s.Ctx))
+	gw.AddKV("llama.embedding_length", uint32(s.Dim))
+	gw.AddKV("llama.block_count", uint32(s.Layers))
+	gw.AddKV("llama.feed_forward_length", uint32(s.FF))
+	gw.AddKV("llama.attention.head_count", uint32(s.Heads))
+	gw.AddKV("llama.attention.head_count_kv", uint32(s.KVHeads))
+	gw.AddKV("llama.rope.freq_base", float32(10000))
+	gw.AddKV("llama.rope.dimension_count", uint32(hd))
+	gw.AddKV("llama.attention.layer_norm_rms_epsilon", float32(1e-5))
+	gw.AddKV("tokenizer.ggml.model", "llama")
+	gw.AddKV("tokenizer.ggml.tokens", tokens)
+	gw.AddKV("tokenizer.ggml.scores", scores)
+	gw.AddKV("tokenizer.ggml.token_type", types)
+	gw.AddKV("tokenizer.ggml.unknown_token_id", uint32(0))
+	gw.AddKV("tokenizer.ggml.bos_token_id", uint32(1))
+	gw.AddKV("tokenizer.ggml.eos_token_id", uint32(2))
+	gw.AddKV("tokenizer.ggml.add_bos_token", true)
+	gw.AddKV("tokenizer.ggml.add_eos_token", false)
+
 }

@@ -20,8 +20,9 @@ type Writer struct {
 }
 
 type pendingTensor struct {
-	info TensorInfo
-	data func() ([]byte, error)
+	info   TensorInfo
+	data   func() ([]byte, error)
+	stream func(io.Writer) error // instead of data: writes the tensor itself
 }
 
 // AddKV appends a metadata entry. v must be one of the Go types listed on
@@ -31,7 +32,14 @@ func (w *Writer) AddKV(key string, v any) { w.kv = append(w.kv, KV{Key: key, Val
 // AddTensor appends a tensor. data is called once during WriteTo and must
 // return exactly the tensor's encoded size.
 func (w *Writer) AddTensor(name string, t TensorType, dims []uint64, data func() ([]byte, error)) {
-	w.tensors = append(w.tensors, pendingTensor{TensorInfo{Name: name, Type: t, Dims: append([]uint64(nil), dims...)}, data})
+	w.tensors = append(w.tensors, pendingTensor{info: TensorInfo{Name: name, Type: t, Dims: append([]uint64(nil), dims...)}, data: data})
+}
+
+// AddTensorStream appends a tensor whose data write writes during WriteTo,
+// in pieces of its choosing, so that not even one tensor has to be held
+// in memory whole; it must write exactly the tensor's encoded size.
+func (w *Writer) AddTensorStream(name string, t TensorType, dims []uint64, write func(io.Writer) error) {
+	w.tensors = append(w.tensors, pendingTensor{info: TensorInfo{Name: name, Type: t, Dims: append([]uint64(nil), dims...)}, stream: write})
 }
 
 // WriteTo writes the file.
@@ -82,6 +90,20 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	zeros := make([]byte, align)
 	e.raw(zeros[:pad(uint64(cw.n), align)-uint64(cw.n)])
 	for _, t := range w.tensors {
+		if t.stream != nil {
+			start := cw.n
+			if err := t.stream(cw); err != nil {
+				return cw.n, fmt.Errorf("gguf: tensor %q: %w", t.info.Name, err)
+			}
+			if n := uint64(cw.n - start); n != t.info.Bytes() {
+				return cw.n, fmt.Errorf("gguf: tensor %q: wrote %d bytes, want %d", t.info.Name, n, t.info.Bytes())
+			}
+			e.raw(zeros[:pad(t.info.Bytes(), align)-t.info.Bytes()])
+			if e.err != nil {
+				return cw.n, e.err
+			}
+			continue
+		}
 		data, err := t.data()
 		if err != nil {
 			return cw.n, fmt.Errorf("gguf: tensor %q: %w", t.info.Name, err)

@@ -25,18 +25,18 @@ type batch struct {
 type batchAttention struct {
 	s       *State
 	k, v    []float32
+	li      int // layer
 	pos0, T int
 }
 
 func (a *batchAttention) Range(lo, hi int) {
 	s, b, m := a.s, a.s.b, a.s.m
-	hd, kvDim := m.HeadDim, m.KVHeads*m.HeadDim
+	hd := m.HeadDim
 	for h := lo; h < hi; h++ {
 		scores := s.scores[h*s.nCtx:]
-		off := (h / s.attn.group) * hd
 		for t := range a.T {
 			o := t*m.Dim + h*hd
-			kernels.Attend(b.att[o:o+hd], b.q[o:o+hd], a.k, a.v, a.pos0+t+1, kvDim, off, s.attn.scale, scores)
+			s.attend(a.li, h, b.att[o:o+hd], b.q[o:o+hd], a.pos0+t+1, scores)
 		}
 	}
 }
@@ -236,7 +236,6 @@ func (s *State) forward(ctx context.Context, toks []int, logits, hidden bool) er
 	m, b, p := s.m, s.b, s.pool
 	T, D := len(toks), m.Dim
 	pos0 := len(s.tokens)
-	kvDim := m.KVHeads * m.HeadDim
 	if err := b.embed(m, toks, func(t int) int { return pos0 + t }); err != nil {
 		return err
 	}
@@ -246,8 +245,10 @@ func (s *State) forward(ctx context.Context, toks []int, logits, hidden bool) er
 		}
 		l := &m.layers[li]
 		// The chunk's keys and values go straight to their cache rows.
-		b.qkv(p, m, l, T, s.k[li][pos0*kvDim:(pos0+T)*kvDim], s.v[li][pos0*kvDim:(pos0+T)*kvDim])
-		b.attn.k, b.attn.v, b.attn.pos0, b.attn.T = s.k[li], s.v[li], pos0, T
+		kr, vr := s.kvRows(li, pos0, T)
+		b.qkv(p, m, l, T, kr, vr)
+		s.storeKV(li, pos0, T)
+		b.attn.k, b.attn.v, b.attn.pos0, b.attn.T, b.attn.li = s.k[li], s.v[li], pos0, T, li
 		p.Run(m.Heads, 1, &b.attn)
 		b.rest(p, m, l, T)
 	}

@@ -57,13 +57,12 @@ type multiAttention struct {
 
 func (a *multiAttention) Range(lo, hi int) {
 	m, b := a.d.m, a.d.b
-	hd, kvDim := m.HeadDim, m.KVHeads*m.HeadDim
+	hd := m.HeadDim
 	for i := lo; i < hi; i++ {
 		t, h := i/m.Heads, i%m.Heads
 		s := a.states[t]
 		o := t*m.Dim + h*hd
-		kernels.Attend(b.att[o:o+hd], b.q[o:o+hd], s.k[a.li], s.v[a.li], len(s.tokens)+1, kvDim,
-			(h/s.attn.group)*hd, s.attn.scale, s.scores[h*s.nCtx:])
+		s.attend(a.li, h, b.att[o:o+hd], b.q[o:o+hd], len(s.tokens)+1, s.scores[h*s.nCtx:])
 	}
 }
 
@@ -112,9 +111,7 @@ func (d *Decoder) Eval(ctx context.Context, states []*State, toks []int) ([][]fl
 		k, v := d.k[:T*kvDim], d.v[:T*kvDim]
 		b.qkv(p, m, l, T, k, v)
 		for t, s := range states {
-			at := len(s.tokens) * kvDim
-			copy(s.k[li][at:at+kvDim], k[t*kvDim:(t+1)*kvDim])
-			copy(s.v[li][at:at+kvDim], v[t*kvDim:(t+1)*kvDim])
+			s.putKV(li, len(s.tokens), k[t*kvDim:(t+1)*kvDim], v[t*kvDim:(t+1)*kvDim])
 		}
 		d.attn.li = li
 		p.Run(T*m.Heads, 1, &d.attn)

@@ -22,6 +22,7 @@ type State struct {
 	nCtx   int
 	k, v   [][]float32 // per layer, nCtx rows of KVHeads·HeadDim
 	tokens []int       // tokens whose keys and values are in the cache
+	kvq    *kvQuant    // nil: float32 keys and values (kvcache.go)
 
 	x, xb, xb2, q, att, hb, hb2, logits []float32
 	cos, sin                            []float32
@@ -45,6 +46,7 @@ type State struct {
 type attention struct {
 	s         *State
 	k, v      []float32
+	li        int // layer
 	n, stride int
 	group, hd int
 	scale     float32
@@ -54,6 +56,10 @@ type attention struct {
 func (a *attention) Range(lo, hi int) {
 	s := a.s
 	for h := lo; h < hi; h++ {
+		if s.kvq != nil {
+			s.attend(a.li, h, s.att[h*a.hd:(h+1)*a.hd], s.q[h*a.hd:(h+1)*a.hd], a.n, s.scores[h*s.nCtx:])
+			continue
+		}
 		kernels.Attend(s.att[h*a.hd:(h+1)*a.hd], s.q[h*a.hd:(h+1)*a.hd], a.k, a.v, a.n, a.stride, (h/a.group)*a.hd, a.scale, s.scores[h*s.nCtx:])
 	}
 	a.quant.filled(lo*a.hd, hi*a.hd)
@@ -134,6 +140,12 @@ func (b *blockQuant) filled(lo, hi int) {
 // exceed the model's trained context (TrainedContext). The pool runs the
 // matrix products; it may be shared by states used one at a time.
 func (m *Model) NewState(nCtx int, pool *kernels.Pool) (*State, error) {
+	return m.newState(nCtx, pool, StateOptions{})
+}
+
+// newState is NewState with float32 caches only for the sides o keeps
+// in float32 (NewStateWith allocates the others).
+func (m *Model) newState(nCtx int, pool *kernels.Pool, o StateOptions) (*State, error) {
 	if nCtx < 1 || nCtx > 1<<20 {
 		return nil, fmt.Errorf("llama: context size %d out of range", nCtx)
 	}
@@ -156,8 +168,12 @@ func (m *Model) NewState(nCtx int, pool *kernels.Pool) (*State, error) {
 		scale: float32(1 / math.Sqrt(float64(m.HeadDim))), quant: newBlockQuant(s.qDim, s.att)}
 	s.ffn = ffnUp{s: s, quant: newBlockQuant(s.qFF, s.hb)}
 	for l := range s.k {
-		s.k[l] = make([]float32, nCtx*kvDim)
-		s.v[l] = make([]float32, nCtx*kvDim)
+		if o.CacheK == KVF32 {
+			s.k[l] = make([]float32, nCtx*kvDim)
+		}
+		if o.CacheV == KVF32 {
+			s.v[l] = make([]float32, nCtx*kvDim)
+		}
 	}
 	return s, nil
 }
@@ -206,14 +222,12 @@ func (s *State) Eval(tok int) ([]float32, error) {
 	if err := m.embd.Row(tok, s.x); err != nil {
 		return nil, fmt.Errorf("llama: embedding of token %d: %w", tok, err)
 	}
-	kvDim := m.KVHeads * m.HeadDim
 	m.ropeAngles(pos, s.cos, s.sin)
 	for li := range m.layers {
 		l := &m.layers[li]
 		kernels.RMSNorm(s.xb, s.x, l.attnNorm, m.Eps)
 		s.quantize(s.qDim, s.xb)
-		kc := s.k[li][pos*kvDim : (pos+1)*kvDim]
-		vc := s.v[li][pos*kvDim : (pos+1)*kvDim]
+		kc, vc := s.kvRows(li, pos, 1)
 		s.qkv.Prods[0] = kernels.Product{M: l.q, Out: s.q}
 		s.qkv.Prods[1] = kernels.Product{M: l.k, Out: kc}
 		s.qkv.Prods[2] = kernels.Product{M: l.v, Out: vc}
@@ -223,7 +237,8 @@ func (s *State) Eval(tok int) ([]float32, error) {
 		addBias(vc, l.bv)
 		m.rope(s.q, s.cos, s.sin)
 		m.rope(kc, s.cos, s.sin)
-		s.attn.k, s.attn.v, s.attn.n = s.k[li], s.v[li], pos+1
+		s.storeKV(li, pos, 1)
+		s.attn.k, s.attn.v, s.attn.n, s.attn.li = s.k[li], s.v[li], pos+1, li
 		s.pool.Run(m.Heads, 1, &s.attn) // quantises s.att into s.qDim
 		s.matVec(l.o, s.xb2, s.att, s.qDim)
 		addBias(s.xb2, l.bo)

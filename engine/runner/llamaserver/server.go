@@ -23,14 +23,16 @@
 package llamaserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"meshd/engine/runner/bert"
 	"meshd/engine/runner/chat"
@@ -336,20 +338,47 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		w.Header().Set("Connection", "close")
 		return tooLarge()
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
-	err := dec.Decode(v)
-	if err == nil {
-		// Read to the end (within the limit) so that the server watches
-		// the connection and cancels the request's context if the
-		// client goes away.
-		_, err = io.Copy(io.Discard, body)
-	}
+	// The whole body is read (within the limit) before decoding, so that
+	// the server watches the connection and cancels the request's context
+	// if the client goes away, and so that it is checked whole: JSON text
+	// is UTF-8 and one value, as meshd's own API takes it.
+	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return tooLarge()
 	case err != nil:
+		return badRequest("reading the body: %v", err)
+	}
+	return decodeStrict(buf.Bytes(), v)
+}
+
+// decodeStrict decodes one JSON value, refusing invalid UTF-8 (which
+// encoding/json would turn into U+FFFD) and anything but whitespace after
+// the value, each with the byte offset at fault.
+func decodeStrict(raw []byte, v any) error {
+	if !utf8.Valid(raw) {
+		off := 0
+		for off < len(raw) {
+			r, n := utf8.DecodeRune(raw[off:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			off += n
+		}
+		return badRequest("invalid JSON body: not valid UTF-8 at byte %d", off)
+	}
+	// json.Unmarshal decodes in place (a Decoder would copy the body
+	// into a buffer of its own) and refuses trailing data itself.
+	var se *json.SyntaxError
+	switch err := json.Unmarshal(raw, v); {
+	case err == nil:
+	case len(bytes.Trim(raw, " \t\r\n")) == 0:
+		return badRequest("invalid JSON body: empty")
+	case errors.As(err, &se) && strings.HasSuffix(se.Error(), "after top-level value"):
+		return badRequest("invalid JSON body: trailing data after the JSON value at byte %d", se.Offset-1)
+	default:
 		return badRequest("invalid JSON body: %v", err)
 	}
 	return nil

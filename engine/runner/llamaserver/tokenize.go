@@ -2,6 +2,7 @@ package llamaserver
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -20,11 +21,16 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := s.info.tok
-	ids := tok.Encode(req.Content, req.AddSpecial, req.ParseSpecial == nil || *req.ParseSpecial)
+	parse := req.ParseSpecial == nil || *req.ParseSpecial
 	if !req.WithPieces {
-		writeJSON(w, http.StatusOK, map[string][]int{"tokens": ids})
+		// The tokens go out as they are made: a large text's are never
+		// all held, as ids or as JSON.
+		tw := newTokenWriter(w)
+		tok.EncodeFunc(req.Content, req.AddSpecial, parse, tw.add)
+		tw.end()
 		return
 	}
+	ids := tok.Encode(req.Content, req.AddSpecial, parse)
 	type piece struct {
 		ID    int `json:"id"`
 		Piece any `json:"piece"`
@@ -57,4 +63,44 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		b = append(b, s.info.tok.Piece(id)...)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
+}
+
+// tokenWriter answers {"tokens":[...]} as json.Encoder would (an empty
+// array for no tokens), a buffer at a time.
+type tokenWriter struct {
+	w   http.ResponseWriter
+	buf []byte
+	n   int
+	err error
+}
+
+func newTokenWriter(w http.ResponseWriter) *tokenWriter {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	return &tokenWriter{w: w, buf: append(make([]byte, 0, 32<<10), `{"tokens":[`...)}
+}
+
+func (tw *tokenWriter) add(ids []int) {
+	for _, id := range ids {
+		if tw.n > 0 {
+			tw.buf = append(tw.buf, ',')
+		}
+		tw.n++
+		tw.buf = strconv.AppendInt(tw.buf, int64(id), 10)
+		if len(tw.buf) > 31<<10 {
+			tw.flush()
+		}
+	}
+}
+
+func (tw *tokenWriter) flush() {
+	if tw.err == nil {
+		_, tw.err = tw.w.Write(tw.buf)
+	}
+	tw.buf = tw.buf[:0]
+}
+
+func (tw *tokenWriter) end() {
+	tw.buf = append(tw.buf, "]}\n"...)
+	tw.flush()
 }

@@ -14,7 +14,7 @@ import (
 // merges learnt from text by plain BPE (most frequent adjacent pair first,
 // ties broken by the pair's text), so merged tokens span spaces, UTF-8
 // continuation bytes and digits as in real vocabularies.
-func byteLevelVocab(t *testing.T, text []string, nMerges int) (tokens, merges []string) {
+func byteLevelVocab(t testing.TB, text []string, nMerges int) (tokens, merges []string) {
 	t.Helper()
 	for b := 0; b < 256; b++ {
 		tokens = append(tokens, string(byteRune[b]))

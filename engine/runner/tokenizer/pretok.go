@@ -26,112 +26,160 @@ import (
 // is written with the small backtracking combinators below, alternative by
 // alternative as the regex reads.
 
-// span is the text a matcher runs over: runes [0, end) of one piece.
+// span is the text a matcher runs over: runes [0, end) of one piece, or
+// of a window of it when the piece is split in chunks (see each).
 type span struct {
 	r   []rune
 	end int
+	// far is the furthest index a match attempt looked at, end included:
+	// an attempt that never looked at end gives the same result on the
+	// whole piece as on a window of it.
+	far int
 }
 
-// node matches at position i and calls k with each possible end, longest
-// first (greedy), until k accepts; it reports whether k accepted.
-type node func(s *span, i int, k func(int) bool) bool
+// in reports whether rune i exists, noting that the attempt looked at it.
+func (s *span) in(i int) bool {
+	if i > s.far {
+		s.far = i
+	}
+	return i < s.end
+}
+
+// A node is a regex as a list of alternatives, each a sequence of items;
+// none of the regexes nests an alternation inside a sequence, so this is
+// all the structure they need, and matching it allocates nothing.
+type node [][]item
+
+type itemKind uint8
+
+const (
+	itemRep         itemKind = iota // class{min,max}, greedy
+	itemNotAhead                    // (?!class)
+	itemAtEnd                       // $
+	itemContraction                 // 's|'t|'re|'ve|'m|'ll|'d
+)
+
+type item struct {
+	kind     itemKind
+	in       func(rune) bool
+	min, max int // max < 0: unbounded
+	fold     bool
+}
 
 // one matches a single rune in the class.
-func one(in func(rune) bool) node {
-	return func(s *span, i int, k func(int) bool) bool {
-		return i < s.end && in(s.r[i]) && k(i+1)
-	}
-}
+func one(in func(rune) bool) node { return rep(in, 1, 1) }
 
 // opt is in? — greedy, giving the rune back if the rest fails.
-func opt(in func(rune) bool) node {
-	return func(s *span, i int, k func(int) bool) bool {
-		if i < s.end && in(s.r[i]) && k(i+1) {
-			return true
-		}
-		return k(i)
-	}
-}
+func opt(in func(rune) bool) node { return rep(in, 0, 1) }
 
 // rep is in{min,max} (max < 0: unbounded), greedy with backtracking.
 func rep(in func(rune) bool, min, max int) node {
-	return func(s *span, i int, k func(int) bool) bool {
-		n := 0
-		for i+n < s.end && (max < 0 || n < max) && in(s.r[i+n]) {
-			n++
-		}
-		for ; n >= min; n-- {
-			if k(i + n) {
-				return true
-			}
-		}
-		return false
-	}
+	return node{{{kind: itemRep, in: in, min: min, max: max}}}
 }
 
-// seq matches its nodes one after the other.
+// seq matches its nodes one after the other; each must be a single
+// alternative.
 func seq(nodes ...node) node {
-	return func(s *span, i int, k func(int) bool) bool {
-		var step func(j, at int) bool
-		step = func(j, at int) bool {
-			if j == len(nodes) {
-				return k(at)
-			}
-			return nodes[j](s, at, func(e int) bool { return step(j+1, e) })
+	var items []item
+	for _, n := range nodes {
+		if len(n) != 1 {
+			panic("tokenizer: seq of an alternation")
 		}
-		return step(0, i)
+		items = append(items, n[0]...)
 	}
+	return node{items}
 }
 
 // alt tries its alternatives in order, the first that lets the rest match
 // winning, as in a backtracking regex.
 func alt(nodes ...node) node {
-	return func(s *span, i int, k func(int) bool) bool {
-		for _, n := range nodes {
-			if n(s, i, k) {
-				return true
-			}
-		}
-		return false
+	var out node
+	for _, n := range nodes {
+		out = append(out, n...)
 	}
+	return out
 }
 
 // notAhead is (?!c): the next rune, if any, is not in c.
-func notAhead(c func(rune) bool) node {
-	return func(s *span, i int, k func(int) bool) bool {
-		return (i >= s.end || !c(s.r[i])) && k(i)
-	}
-}
+func notAhead(c func(rune) bool) node { return node{{{kind: itemNotAhead, in: c}}} }
 
 // atEnd is $ at the end of the piece.
-func atEnd(s *span, i int, k func(int) bool) bool { return i == s.end && k(i) }
+var atEnd = node{{{kind: itemAtEnd}}}
 
 // contraction is 's|'t|'re|'ve|'m|'ll|'d, ASCII case-insensitive when fold
 // is set.
-func contraction(fold bool) node {
+func contraction(fold bool) node { return node{{{kind: itemContraction, fold: fold}}} }
+
+// match is the end of the leftmost-first match at i, -1 if none.
+func (n node) match(s *span, i int) int {
+	for _, items := range n {
+		if e := matchItems(items, s, i); e >= 0 {
+			return e
+		}
+	}
+	return -1
+}
+
+func matchItems(items []item, s *span, i int) int {
+	if len(items) == 0 {
+		return i
+	}
+	it, rest := &items[0], items[1:]
+	switch it.kind {
+	case itemRep:
+		n := 0
+		for (it.max < 0 || n < it.max) && s.in(i+n) && it.in(s.r[i+n]) {
+			n++
+		}
+		for ; n >= it.min; n-- {
+			if e := matchItems(rest, s, i+n); e >= 0 {
+				return e
+			}
+		}
+		return -1
+	case itemNotAhead:
+		if s.in(i) && it.in(s.r[i]) {
+			return -1
+		}
+		return matchItems(rest, s, i)
+	case itemAtEnd:
+		if s.in(i) {
+			return -1
+		}
+		return matchItems(rest, s, i)
+	case itemContraction:
+		if e := contractionEnd(s, i, it.fold); e >= 0 {
+			return matchItems(rest, s, e)
+		}
+	}
+	return -1
+}
+
+func contractionEnd(s *span, i int, fold bool) int {
 	lower := func(r rune) rune {
 		if fold && r >= 'A' && r <= 'Z' {
 			return r + 'a' - 'A'
 		}
 		return r
 	}
-	return func(s *span, i int, k func(int) bool) bool {
-		if i+1 >= s.end || s.r[i] != '\'' {
-			return false
-		}
-		var second rune
-		switch lower(s.r[i+1]) {
-		case 's', 't', 'm', 'd':
-			return k(i + 2)
-		case 'r', 'v':
-			second = 'e'
-		case 'l':
-			second = 'l'
-		default:
-			return false
-		}
-		return i+2 < s.end && lower(s.r[i+2]) == second && k(i+3)
+	if !s.in(i+1) || s.r[i] != '\'' {
+		return -1
 	}
+	var second rune
+	switch lower(s.r[i+1]) {
+	case 's', 't', 'm', 'd':
+		return i + 2
+	case 'r', 'v':
+		second = 'e'
+	case 'l':
+		second = 'l'
+	default:
+		return -1
+	}
+	if s.in(i+2) && lower(s.r[i+2]) == second {
+		return i + 3
+	}
+	return -1
 }
 
 // Character classes.
@@ -350,57 +398,77 @@ func (p *PreTokenizer) Name() string { return p.name }
 
 // Split cuts text into words; their concatenation is text.
 func (p *PreTokenizer) Split(text string) []string {
-	if text == "" {
-		return nil
-	}
-	rs := []rune(text)
-	// Rune offsets of the pieces, as llama.cpp keeps them.
-	lens := []int{len(rs)}
-	for _, re := range p.stages {
-		var next []int
-		start := 0
-		for _, n := range lens {
-			next = splitPiece(next, rs[start:start+n], re)
-			start += n
-		}
-		lens = next
-	}
-	out := make([]string, 0, len(lens))
-	// Slice the original string, so invalid UTF-8 passes through unchanged.
-	off := 0
-	for _, n := range lens {
-		end := off
-		for j := 0; j < n; j++ {
-			_, w := utf8.DecodeRuneInString(text[end:])
-			end += w
-		}
-		out = append(out, text[off:end])
-		off = end
-	}
+	var out []string
+	p.each(text, defaultChunk, func(w string) { out = append(out, w) })
 	return out
 }
 
-// splitPiece appends the lengths of re's matches in piece, and of the text
-// between them, to lens.
-func splitPiece(lens []int, piece []rune, re node) []int {
-	s := &span{r: piece, end: len(piece)}
-	gap := 0
-	for i := 0; i < len(piece); {
-		end := -1
-		re(s, i, func(e int) bool { end = e; return true })
-		if end <= i {
-			// No match here (none of these regexes matches empty).
-			i++
-			continue
-		}
-		if gap < i {
-			lens = append(lens, i-gap)
-		}
-		lens = append(lens, end-i)
-		i, gap = end, end
+// defaultChunk is how many runes a stage decodes at a time.
+const defaultChunk = 4096
+
+// each calls emit with the words of text in order, as llama.cpp's
+// unicode_regex_split cuts them, holding at most a window of chunk runes
+// per stage (more only while one match attempt needs to see further, as a
+// run of letters longer than the window does). Each stage scans a piece
+// from left to right; an attempt that looked at the window's end is
+// retried with the next window, so every match is the one the whole piece
+// gives.
+func (p *PreTokenizer) each(text string, chunk int, emit func(string)) {
+	if text == "" {
+		return
 	}
-	if gap < len(piece) {
-		lens = append(lens, len(piece)-gap)
+	type window struct {
+		r   []rune
+		off []int // byte offset of each rune in the piece, and of the end
 	}
-	return lens
+	wins := make([]window, len(p.stages))
+	var run func(st int, piece string)
+	run = func(st int, piece string) {
+		if st == len(p.stages) {
+			emit(piece)
+			return
+		}
+		re, w := p.stages[st], &wins[st]
+		pos, gap, want := 0, 0, chunk
+		for pos < len(piece) {
+			w.r, w.off = w.r[:0], w.off[:0]
+			j := pos
+			for j < len(piece) && len(w.r) < want {
+				r, n := utf8.DecodeRuneInString(piece[j:])
+				w.r, w.off = append(w.r, r), append(w.off, j)
+				j += n
+			}
+			w.off = append(w.off, j)
+			final := j == len(piece)
+			s := &span{r: w.r, end: len(w.r)}
+			i, stopped := 0, false
+			for i < len(w.r) {
+				s.far = -1
+				end := re.match(s, i)
+				if !final && s.far >= s.end {
+					stopped = true
+					break
+				}
+				if end <= i {
+					// No match here (none of these regexes matches empty).
+					i++
+					continue
+				}
+				if gap < w.off[i] {
+					run(st+1, piece[gap:w.off[i]])
+				}
+				run(st+1, piece[w.off[i]:w.off[end]])
+				i, gap = end, w.off[end]
+			}
+			if stopped && i == 0 {
+				want *= 2
+				continue
+			}
+			pos, want = w.off[i], chunk
+		}
+		if gap < len(piece) {
+			run(st+1, piece[gap:])
+		}
+	}
+	run(0, text)
 }

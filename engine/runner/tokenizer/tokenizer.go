@@ -11,7 +11,6 @@ package tokenizer
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"meshd/engine/runner/gguf"
@@ -58,8 +57,12 @@ type Tokenizer struct {
 	ugm       *ugmModel
 	byteTok   [256]int // SPM: id of <0xXX>, -1 if absent
 	ranks     map[string]int
-	special   []int // control and user-defined tokens, longest text first
-	pre       *PreTokenizer
+	// special matches the tokens Encode finds in the text before
+	// tokenizing the rest: control, user-defined and unknown tokens with
+	// parse_special, user-defined ones alone without (as llama.cpp's
+	// tokenizer_st_partition).
+	special, userDefined *specialSet
+	pre                  *PreTokenizer
 }
 
 // New builds a tokenizer from a vocabulary. merges is required for gpt2
@@ -101,11 +104,11 @@ func New(model string, tokens []string, scores []float32, types []int32, merges 
 		}
 		t.index[s] = i
 		t.maxTokLen = max(t.maxTokLen, len(s))
-		if ty := t.Types[i]; (ty == TypeControl || ty == TypeUserDefined) && s != "" {
-			t.special = append(t.special, i)
-		}
 	}
-	sort.SliceStable(t.special, func(a, b int) bool { return len(tokens[t.special[a]]) > len(tokens[t.special[b]]) })
+	t.special = newSpecialSet(tokens, t.Types, func(ty int32) bool {
+		return ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown
+	})
+	t.userDefined = newSpecialSet(tokens, t.Types, func(ty int32) bool { return ty == TypeUserDefined })
 	for b := range t.byteTok {
 		t.byteTok[b] = -1
 		if id, ok := t.index[fmt.Sprintf("<0x%02X>", b)]; ok && t.Types[id] == TypeByte {
@@ -312,74 +315,73 @@ func (t *Tokenizer) AddedSpecial() int {
 }
 
 // Encode tokenizes text. addSpecial adds BOS/EOS (and BERT's [CLS] and
-// [SEP]) as the model asks;
-// parseSpecial turns the text of control and user-defined tokens into
-// those tokens instead of spelling them out.
+// [SEP]) as the model asks; parseSpecial turns the text of control and
+// unknown tokens into those tokens instead of spelling them out.
+// User-defined tokens are matched either way, as llama.cpp matches them.
+// Memory beyond the result stays within a window of the text (see
+// encodeSPM and PreTokenizer.each), whatever the text's length.
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
-	var out []int
+	// Real vocabularies average three to five bytes a token: sized so,
+	// the result of a large text rarely grows by copying.
+	return t.encode(make([]int, 0, len(text)/4+4), text, addSpecial, parseSpecial, nil)
+}
+
+// spillAt is how many tokens EncodeFunc gathers before handing them on.
+const spillAt = 4096
+
+// EncodeFunc is Encode handing the tokens to emit in order, some
+// thousands at a time, instead of returning them, so that tokenizing a
+// text takes memory for a window of it and a batch of tokens, however
+// many tokens it makes (WordPiece and unigram vocabularies hand each
+// fragment's tokens over whole). emit must not keep the slice.
+func (t *Tokenizer) EncodeFunc(text string, addSpecial, parseSpecial bool, emit func([]int)) {
+	spill := func(out []int) []int {
+		if len(out) < spillAt {
+			return out
+		}
+		emit(out)
+		return out[:0]
+	}
+	if out := t.encode(make([]int, 0, 2*spillAt), text, addSpecial, parseSpecial, spill); len(out) > 0 {
+		emit(out)
+	}
+}
+
+func (t *Tokenizer) encode(out []int, text string, addSpecial, parseSpecial bool, spill func([]int) []int) []int {
 	if addSpecial && t.AddBOS && t.BOS >= 0 {
 		out = append(out, t.BOS)
 	}
+	set := t.userDefined
+	if parseSpecial {
+		set = t.special
+	}
 	first := true
-	for _, frag := range t.fragments(text, parseSpecial) {
-		if frag.id >= 0 {
-			out = append(out, frag.id)
+	set.partition(text, func(frag string, id int) {
+		if id >= 0 {
+			out = append(out, id)
 			first = true
-			continue
+			return
 		}
 		switch t.Model {
 		case "llama":
-			out = t.encodeSPM(out, frag.text, first && t.AddSpacePrefix)
+			out = t.encodeSPM(out, frag, first && t.AddSpacePrefix, spill)
 		case "bert":
-			out = t.encodeWPM(out, frag.text)
+			out = t.encodeWPM(out, frag)
 		case "t5":
-			out = t.encodeUGM(out, frag.text)
+			out = t.encodeUGM(out, frag)
 		default:
-			out = t.encodeBPE(out, frag.text)
+			out = t.encodeBPE(out, frag, spill)
+		}
+		if spill != nil {
+			out = spill(out)
 		}
 		first = false
-	}
+	})
 	if addSpecial && t.AddEOS && t.EOS >= 0 {
 		out = append(out, t.EOS)
 	}
 	if addSpecial && t.AddSEP && t.SEP >= 0 {
 		out = append(out, t.SEP)
-	}
-	return out
-}
-
-type fragment struct {
-	text string
-	id   int
-}
-
-func (t *Tokenizer) fragments(text string, parseSpecial bool) []fragment {
-	if !parseSpecial || len(t.special) == 0 {
-		return []fragment{{text, -1}}
-	}
-	var out []fragment
-	start := 0
-	for i := 0; i < len(text); {
-		matched := -1
-		for _, id := range t.special {
-			if strings.HasPrefix(text[i:], t.Tokens[id]) {
-				matched = id
-				break
-			}
-		}
-		if matched < 0 {
-			i++
-			continue
-		}
-		if start < i {
-			out = append(out, fragment{text[start:i], -1})
-		}
-		out = append(out, fragment{"", matched})
-		i += len(t.Tokens[matched])
-		start = i
-	}
-	if start < len(text) {
-		out = append(out, fragment{text[start:], -1})
 	}
 	return out
 }
