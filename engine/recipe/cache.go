@@ -173,7 +173,8 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // Files names the files a recipe is composed from.
 type Files struct {
 	Model    string
-	Draft    string // empty when no draft model is used
+	Draft    string  // empty when no draft model is used
+	KV       KVCache // the cache type the engine is told; zero for its default
 	Adapters []FileAdapter
 }
 
@@ -186,10 +187,10 @@ type FileAdapter struct {
 // Recipe hashes (or recalls) every file in fs and returns the recipe that
 // names them.
 func (c *Cache) Recipe(ctx context.Context, fs Files) (Recipe, error) {
-	var r Recipe
+	r := Recipe{KV: fs.KV}
 	var err error
 	if fs.Model == "" {
-		return r, fmt.Errorf("recipe: model path is empty")
+		return Recipe{}, fmt.Errorf("recipe: model path is empty")
 	}
 	if r.Model, err = c.ContentID(ctx, fs.Model); err != nil {
 		return Recipe{}, fmt.Errorf("recipe: model: %w", err)

@@ -6,17 +6,27 @@
 //
 //	recipe   = base *( "+" part )
 //	base     = "gguf:" cid                 ; the target model file
-//	part     = draft / adapter
+//	part     = draft / kv / adapter
 //	draft    = "draft:" cid                ; speculative-decoding draft model
+//	kv       = "kv:" kvtype "/" kvtype     ; KV cache storage of keys / values
 //	adapter  = "lora:" cid [ "@" scale ]   ; LoRA adapter, in load order
 //	cid      = 64 lower-case hex digits    ; BLAKE3-256 of the whole file
+//	kvtype   = "f32" / "f16" / "bf16" / "q8_0" / "q4_0" / "q4_1" /
+//	           "iq4_nl" / "q5_0" / "q5_1"  ; llama-server's spelling
 //	scale    = shortest decimal (Go strconv 'g' format) of a finite float64,
 //	           omitted when the scale is exactly 1
 //
-// At most one draft part is present and it comes before the adapters.
-// Adapter order is significant (it is the order they are applied in), so
-// two recipes that differ only in adapter order name different models.
-// Example: "gguf:af13…9c+draft:07be…d2+lora:5e0a…11@0.5".
+// Parts come in the order draft, kv, adapters; at most one draft part and
+// at most one kv part. Adapter order is significant (it is the order they
+// are applied in), so two recipes that differ only in adapter order name
+// different models. Example:
+// "gguf:af13…9c+draft:07be…d2+kv:q8_0/q8_0+lora:5e0a…11@0.5".
+//
+// The kv part is present exactly when the engine was told a cache type: a
+// quantised KV cache changes the outputs, so a receipt must say so. Absent,
+// the engine ran with its own default, which depends on the engine
+// (mesh-gguf f32, llama-server f16); the part then adds nothing the
+// backend's kind does not already say.
 //
 // A content id is wire.ContentOf of the file's bytes, computed by streaming
 // the file so a many-gigabyte model never has to fit in memory.
@@ -25,6 +35,7 @@ package recipe
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,10 +49,40 @@ type Adapter struct {
 	Scale float64
 }
 
+// KVTypes are the KV cache storage types a kv part may name, as
+// llama-server spells its --cache-type-k and --cache-type-v values. An
+// engine may accept fewer (mesh-gguf: f32 and q8_0).
+var KVTypes = []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}
+
+// KVCache is the storage type of the keys and of the values in the engine's
+// KV cache. The zero value means the engine was not told one and runs with
+// its default.
+type KVCache struct {
+	K, V string
+}
+
+// IsZero reports whether no cache type was set.
+func (c KVCache) IsZero() bool { return c == KVCache{} }
+
+// Validate checks that c is zero or names a known type for both keys and
+// values: a recipe never names half a cache.
+func (c KVCache) Validate() error {
+	if c.IsZero() {
+		return nil
+	}
+	for _, t := range []struct{ what, v string }{{"key", c.K}, {"value", c.V}} {
+		if !slices.Contains(KVTypes, t.v) {
+			return fmt.Errorf("recipe: kv cache %s type %q: want one of %s", t.what, t.v, strings.Join(KVTypes, ", "))
+		}
+	}
+	return nil
+}
+
 // Recipe is the parsed form of a recipe string.
 type Recipe struct {
 	Model    wire.ContentID
 	Draft    wire.ContentID // zero when no draft model is used
+	KV       KVCache        // zero when the engine's default cache is used
 	Adapters []Adapter
 }
 
@@ -49,6 +90,9 @@ type Recipe struct {
 func (r Recipe) Validate() error {
 	if r.Model.IsZero() {
 		return fmt.Errorf("recipe: model content id is missing")
+	}
+	if err := r.KV.Validate(); err != nil {
+		return err
 	}
 	for i, a := range r.Adapters {
 		if a.ID.IsZero() {
@@ -83,6 +127,12 @@ func Format(r Recipe) (string, error) {
 		b.WriteString("+draft:")
 		b.WriteString(r.Draft.String())
 	}
+	if !r.KV.IsZero() {
+		b.WriteString("+kv:")
+		b.WriteString(r.KV.K)
+		b.WriteByte('/')
+		b.WriteString(r.KV.V)
+	}
 	for _, a := range r.Adapters {
 		b.WriteString("+lora:")
 		b.WriteString(a.ID.String())
@@ -111,12 +161,28 @@ func Parse(s string) (Recipe, error) {
 	for i, p := range parts[1:] {
 		switch {
 		case strings.HasPrefix(p, "draft:"):
-			if !r.Draft.IsZero() || len(r.Adapters) > 0 {
-				return Recipe{}, fmt.Errorf("recipe %q: part %d: draft must appear once, before any adapter", s, i+1)
+			if !r.Draft.IsZero() || !r.KV.IsZero() || len(r.Adapters) > 0 {
+				return Recipe{}, fmt.Errorf("recipe %q: part %d: draft must appear once, before any kv or adapter part", s, i+1)
 			}
 			if r.Draft, err = parseCID(strings.TrimPrefix(p, "draft:")); err != nil {
 				return Recipe{}, fmt.Errorf("recipe %q: draft: %w", s, err)
 			}
+		case strings.HasPrefix(p, "kv:"):
+			if !r.KV.IsZero() || len(r.Adapters) > 0 {
+				return Recipe{}, fmt.Errorf("recipe %q: part %d: kv must appear once, after any draft and before any adapter", s, i+1)
+			}
+			k, v, ok := strings.Cut(strings.TrimPrefix(p, "kv:"), "/")
+			if !ok {
+				return Recipe{}, fmt.Errorf("recipe %q: part %d %q: want kv:<key type>/<value type>", s, i+1, p)
+			}
+			kv := KVCache{K: k, V: v}
+			if kv.IsZero() {
+				return Recipe{}, fmt.Errorf("recipe %q: part %d %q: names no cache type", s, i+1, p)
+			}
+			if err := kv.Validate(); err != nil {
+				return Recipe{}, fmt.Errorf("recipe %q: part %d: %w", s, i+1, err)
+			}
+			r.KV = kv
 		case strings.HasPrefix(p, "lora:"):
 			body := strings.TrimPrefix(p, "lora:")
 			a := Adapter{Scale: 1}
@@ -134,7 +200,7 @@ func Parse(s string) (Recipe, error) {
 			}
 			r.Adapters = append(r.Adapters, a)
 		default:
-			return Recipe{}, fmt.Errorf("recipe %q: part %d %q: want draft:<cid> or lora:<cid>", s, i+1, p)
+			return Recipe{}, fmt.Errorf("recipe %q: part %d %q: want draft:<cid>, kv:<type>/<type> or lora:<cid>", s, i+1, p)
 		}
 	}
 	if err := r.Validate(); err != nil {

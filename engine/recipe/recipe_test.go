@@ -34,6 +34,11 @@ func TestFormatParseRoundTrip(t *testing.T) {
 			"gguf:" + m.String() + "+lora:" + a2.String() + "+lora:" + a1.String() + "@0.5"},
 		{"everything", Recipe{Model: m, Draft: d, Adapters: []Adapter{{a1, -2}}},
 			"gguf:" + m.String() + "+draft:" + d.String() + "+lora:" + a1.String() + "@-2"},
+		{"kv cache", Recipe{Model: m, KV: KVCache{"q8_0", "q8_0"}}, "gguf:" + m.String() + "+kv:q8_0/q8_0"},
+		{"kv cache of the default type", Recipe{Model: m, KV: KVCache{"f32", "f32"}}, "gguf:" + m.String() + "+kv:f32/f32"},
+		{"kv types differ", Recipe{Model: m, KV: KVCache{"q4_0", "iq4_nl"}}, "gguf:" + m.String() + "+kv:q4_0/iq4_nl"},
+		{"kv between draft and adapters", Recipe{Model: m, Draft: d, KV: KVCache{"bf16", "q5_1"}, Adapters: []Adapter{{a1, 0.5}}},
+			"gguf:" + m.String() + "+draft:" + d.String() + "+kv:bf16/q5_1+lora:" + a1.String() + "@0.5"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,6 +79,18 @@ func TestParseRejects(t *testing.T) {
 		"empty draft id":    "gguf:" + m + "+draft:",
 		"trailing junk":     "gguf:" + m + "x",
 		"whitespace around": " gguf:" + m,
+		"kv without slash":  "gguf:" + m + "+kv:q8_0",
+		"kv empty":          "gguf:" + m + "+kv:",
+		"kv only a slash":   "gguf:" + m + "+kv:/",
+		"kv half empty":     "gguf:" + m + "+kv:q8_0/",
+		"kv key empty":      "gguf:" + m + "+kv:/q8_0",
+		"kv unknown type":   "gguf:" + m + "+kv:q8_0/q2_k",
+		"kv upper-case":     "gguf:" + m + "+kv:Q8_0/Q8_0",
+		"kv three types":    "gguf:" + m + "+kv:q8_0/q8_0/q8_0",
+		"kv spaces":         "gguf:" + m + "+kv:q8_0 /q8_0",
+		"two kv parts":      "gguf:" + m + "+kv:q8_0/q8_0+kv:f16/f16",
+		"kv before draft":   "gguf:" + m + "+kv:q8_0/q8_0+draft:" + d,
+		"kv after lora":     "gguf:" + m + "+lora:" + d + "+kv:q8_0/q8_0",
 	}
 	for name, s := range bad {
 		if r, err := Parse(s); err == nil {
@@ -273,6 +290,42 @@ func TestCacheRecipe(t *testing.T) {
 	}
 	if _, err := NewCache().Recipe(ctx, Files{Model: m, Draft: filepath.Join(dir, "nope")}); err == nil || !strings.Contains(err.Error(), "draft") {
 		t.Fatalf("missing draft: err = %v", err)
+	}
+	r, err = NewCache().Recipe(ctx, Files{Model: m, KV: KVCache{K: "q8_0", V: "f16"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "gguf:" + wire.ContentOf([]byte("target")).String() + "+kv:q8_0/f16"; r.String() != want {
+		t.Fatalf("recipe with a kv cache = %q, want %q", r, want)
+	}
+	for _, kv := range []KVCache{{K: "q8_0"}, {V: "q8_0"}, {K: "q8_0", V: "q3_k"}, {K: "Q8_0", V: "q8_0"}} {
+		if r, err := NewCache().Recipe(ctx, Files{Model: m, KV: kv}); err == nil || !strings.Contains(err.Error(), "kv cache") {
+			t.Errorf("kv %+v: recipe %q, err = %v; want a kv cache error", kv, r, err)
+		}
+	}
+}
+
+// TestFormatRefusesKV checks that Format never writes a kv part Parse
+// would refuse, so a sealed recipe always parses.
+func TestFormatRefusesKV(t *testing.T) {
+	for _, kv := range []KVCache{{K: "q8_0"}, {V: "f16"}, {K: "q8_0", V: "Q8_0"}, {K: "q8_0/q8_0", V: "q8_0"}, {K: "q8_0", V: "q8_0+lora:x"}} {
+		if s, err := Format(Recipe{Model: cid(0xaa), KV: kv}); err == nil {
+			t.Errorf("Format with kv %+v = %q, want error", kv, s)
+		}
+	}
+	// Every listed type round-trips as either half.
+	for _, k := range KVTypes {
+		for _, v := range KVTypes {
+			r := Recipe{Model: cid(0xaa), KV: KVCache{K: k, V: v}}
+			s, err := Format(r)
+			if err != nil {
+				t.Fatalf("Format kv %s/%s: %v", k, v, err)
+			}
+			back, err := Parse(s)
+			if err != nil || back.KV != r.KV {
+				t.Fatalf("Parse(%q) = %+v, %v", s, back.KV, err)
+			}
+		}
 	}
 }
 
