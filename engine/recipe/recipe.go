@@ -78,6 +78,32 @@ func (c KVCache) Validate() error {
 	return nil
 }
 
+// cacheTypeFlags are the runner flags that set what the kv part names, in
+// llama-server's spellings (mesh-gguf takes the same ones).
+var cacheTypeFlags = []string{"ctk", "cache-type-k", "ctv", "cache-type-v"}
+
+// CacheTypeArg reports the index of the first argument in args that sets
+// the KV cache type, spelled with one dash or two, with its value after
+// "=" or as the next argument. A runner command line that carries one
+// outside the configured cache type would run a cache the recipe does not
+// name. The draft model's own cache (-ctkd, -ctvd) is not one: it changes
+// which tokens are proposed (counted in the receipt's spec counters), not
+// the target's output.
+func CacheTypeArg(args []string) (int, bool) {
+	for i, a := range args {
+		name, ok := strings.CutPrefix(a, "-")
+		if !ok {
+			continue
+		}
+		name = strings.TrimPrefix(name, "-")
+		name, _, _ = strings.Cut(name, "=")
+		if slices.Contains(cacheTypeFlags, name) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 // Recipe is the parsed form of a recipe string.
 type Recipe struct {
 	Model    wire.ContentID

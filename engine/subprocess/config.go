@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,12 @@ type Config struct {
 	// DraftMin is the fewest drafted tokens worth verifying (a shorter
 	// draft is dropped); 0 leaves the runner's default.
 	DraftMin int
+	// CacheTypeK and CacheTypeV are the KV cache storage types of keys and
+	// values (the runner's --cache-type-k and --cache-type-v, one of
+	// recipe.KVTypes), set together or not at all: the recipe names both
+	// (its kv part), since a quantised cache changes the outputs. Empty
+	// leaves the runner's default, which the recipe then does not name.
+	CacheTypeK, CacheTypeV string
 	// Adapters are LoRA adapters, applied in order.
 	Adapters []recipe.FileAdapter
 	// ContextSize (-c) and Threads (-t); 0 leaves the runner's default.
@@ -51,9 +58,12 @@ type Config struct {
 	// NoWarmup passes --no-warmup. Off by default: warm-up keeps one-time
 	// setup out of the first metered serve.
 	NoWarmup bool
-	// ExtraArgs are appended to the runner's command line verbatim.
+	// ExtraArgs are appended to the runner's command line verbatim. They
+	// must not set the KV cache type (CacheTypeK/V do, so that the recipe
+	// names it).
 	ExtraArgs []string
-	// Env entries (KEY=value) are added to the runner's environment.
+	// Env entries (KEY=value) are added to the runner's environment; they
+	// must not set llama-server's LLAMA_ARG_CACHE_TYPE_K/V either.
 	Env []string
 
 	// Fidelity and UJPerToken are what the backend advertises to the router.
@@ -161,15 +171,41 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("adapter %d: needs a path and a non-zero scale (1 is full strength)", i))
 		}
 	}
+	if (c.CacheTypeK == "") != (c.CacheTypeV == "") {
+		errs = append(errs, fmt.Errorf("cache types: key %q and value %q must be set together (the recipe names both)", c.CacheTypeK, c.CacheTypeV))
+	} else if err := (recipe.KVCache{K: c.CacheTypeK, V: c.CacheTypeV}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if i, ok := recipe.CacheTypeArg(c.ExtraArgs); ok {
+		errs = append(errs, fmt.Errorf("extra args[%d] %q sets the KV cache type, which the recipe would not name: use the cache type settings", i, c.ExtraArgs[i]))
+	}
 	for _, e := range c.Env {
 		if !strings.Contains(e, "=") {
 			errs = append(errs, fmt.Errorf("env entry %q is not KEY=value", e))
+		}
+		if k, _, _ := strings.Cut(e, "="); slices.Contains(cacheTypeEnv, k) {
+			errs = append(errs, fmt.Errorf("env entry %q sets the KV cache type, which the recipe would not name: use the cache type settings", e))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("engine config: %w", err)
 	}
 	return nil
+}
+
+// cacheTypeEnv are the variables llama-server reads as --cache-type-k and
+// --cache-type-v. They are refused in Config.Env and removed from the
+// environment the child inherits, so the cache type the child runs with is
+// the one the recipe names.
+var cacheTypeEnv = []string{"LLAMA_ARG_CACHE_TYPE_K", "LLAMA_ARG_CACHE_TYPE_V"}
+
+// childEnviron is this process's environment less cacheTypeEnv, plus env.
+func childEnviron(env []string) []string {
+	out := slices.DeleteFunc(os.Environ(), func(e string) bool {
+		k, _, _ := strings.Cut(e, "=")
+		return slices.Contains(cacheTypeEnv, k)
+	})
+	return append(out, env...)
 }
 
 // locateRunner resolves Config.Runner to an executable path.

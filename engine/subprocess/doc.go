@@ -40,7 +40,15 @@
 //	                                              listed, newest spelling first
 //	--spec-draft-n-min N | --draft-min N | --draft-n-min N
 //	                                              with Config.DraftMin > 0, likewise
+//	--cache-type-k K --cache-type-v V             when Config.CacheTypeK/V are set: both,
+//	                                              always (refused if unlisted)
 //	--lora F | --lora-scaled F S                  per adapter (refused if unlisted)
+//
+// The KV cache type is set only through Config.CacheTypeK/V, which the
+// recipe names: extra args that set it (-ctk, --cache-type-k, -ctv,
+// --cache-type-v, with "=" or a separate value) and Env entries of
+// llama-server's LLAMA_ARG_CACHE_TYPE_K/V are refused, and those two
+// variables are removed from the environment the child inherits.
 //
 // Warm-up is left on by default: it moves one-time graph setup out of the
 // first metered serve.
@@ -128,7 +136,8 @@
 // # Recipe
 //
 // The backend's recipe is package recipe's string for the model file, the
-// draft model and any adapters, e.g. "gguf:<cid>+draft:<cid>". It is
+// draft model, the KV cache type when one is set and any adapters, e.g.
+// "gguf:<cid>+draft:<cid>+kv:q8_0/q8_0". It is
 // recomputed (from the cache: a stat when nothing changed) at every start
 // and checked again once the child is healthy, so a model file replaced
 // between hashing and loading fails the start instead of being misnamed.

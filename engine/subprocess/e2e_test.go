@@ -390,3 +390,59 @@ func TestEndToEndMeshGGUFStreamAndChat(t *testing.T) {
 		t.Fatalf("chat on a model without a template: %v, want ErrNoChat", err)
 	}
 }
+
+// TestEndToEndMeshGGUFCacheType runs the real built-in runner with a Q8_0
+// KV cache: it starts and serves with the recipe naming the cache, and a
+// type it does not implement (f16, which llama-server has) fails the start
+// with the runner's own refusal, so the flags do reach it.
+func TestEndToEndMeshGGUFCacheType(t *testing.T) {
+	bin := meshGGUF(t)
+	noLeaks(t)
+	model := filepath.Join(t.TempDir(), "tiny.gguf")
+	f, err := os.Create(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A q8_0 cache quantises each head in blocks of 32: a head dimension
+	// of 32.
+	shape := gguf.Shape{Layers: 2, Dim: 128, Heads: 4, KVHeads: 2, FF: 128, Vocab: 320, Ctx: 256, Type: gguf.F32}
+	if err := gguf.Synth(f, shape, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Runner: bin, Model: model, ContextSize: 256, Threads: 1,
+		Fidelity: wire.F0, UJPerToken: 50, CacheTypeK: "q8_0", CacheTypeV: "q8_0",
+		HealthTimeout: 30 * time.Second, HealthInterval: 20 * time.Millisecond,
+		StopGrace: 5 * time.Second, RestartBackoff: 50 * time.Millisecond, MaxRestartBackoff: time.Second,
+	}
+	e := startEngine(t, cfg)
+	if want := "gguf:" + mustCID(t, model) + "+kv:q8_0/q8_0"; e.Recipe() != want {
+		t.Fatalf("recipe = %q, want %q", e.Recipe(), want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, p := request("the quick brown fox", 8)
+	res, err := e.Serve(ctx, req, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome.TokensOut == 0 {
+		t.Fatalf("serve with a q8_0 cache produced nothing: %+v", res.Outcome)
+	}
+
+	cfg.CacheTypeK, cfg.CacheTypeV = "f16", "f16"
+	bad, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bad.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "f16") {
+		t.Fatalf("Start with an f16 cache on mesh-gguf: %v; want the runner's refusal naming f16", err)
+	}
+	if err := bad.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

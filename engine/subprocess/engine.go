@@ -112,7 +112,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	files := recipe.Files{Model: cfg.Model, Draft: cfg.DraftModel, Adapters: cfg.Adapters}
+	files := recipe.Files{Model: cfg.Model, Draft: cfg.DraftModel, KV: recipe.KVCache{K: cfg.CacheTypeK, V: cfg.CacheTypeV}, Adapters: cfg.Adapters}
 	r, err := cfg.Recipes.Recipe(ctx, files)
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)

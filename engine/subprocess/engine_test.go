@@ -273,6 +273,75 @@ func TestDraftFlagsFollowTheBuild(t *testing.T) {
 	}
 }
 
+// TestCacheTypeReachesChild starts the fake with a KV cache type: the child
+// says which types it runs (as it read them from its command line and its
+// environment), and the recipe names the same. Without one, the recipe has
+// no kv part and the child runs its default even when the daemon's own
+// environment carries llama-server's variables, which the child does not
+// inherit.
+func TestCacheTypeReachesChild(t *testing.T) {
+	noLeaks(t)
+	t.Setenv("LLAMA_ARG_CACHE_TYPE_K", "q4_0")
+	t.Setenv("LLAMA_ARG_CACHE_TYPE_V", "q4_0")
+	for _, tc := range []struct {
+		name, help, k, v string
+		wantLine, kvPart string
+		startErr         string
+	}{
+		{name: "old build", help: "old", k: "q8_0", v: "q8_0", wantLine: "kv cache: k q8_0, v q8_0", kvPart: "+kv:q8_0/q8_0"},
+		{name: "new build, mixed", help: "new", k: "q8_0", v: "iq4_nl", wantLine: "kv cache: k q8_0, v iq4_nl", kvPart: "+kv:q8_0/iq4_nl"},
+		{name: "default", help: "old", wantLine: "kv cache: k f16, v f16"},
+		{name: "unlisted", help: "minimal", k: "q8_0", v: "q8_0", startErr: "does not list --cache-type-k"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Env = []string{"FAKEENGINE_HELP=" + tc.help}
+			cfg.CacheTypeK, cfg.CacheTypeV = tc.k, tc.v
+			lines := make(chan string, 4)
+			cfg.Log = slog.New(recordHandler(func(r slog.Record) {
+				r.Attrs(func(a slog.Attr) bool {
+					if a.Key == "line" && strings.HasPrefix(a.Value.String(), "kv cache:") {
+						lines <- a.Value.String()
+					}
+					return true
+				})
+			}))
+			model := "gguf:" + wire.ContentOf([]byte("weights of "+t.Name())).String()
+			if tc.startErr != "" {
+				e, err := New(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Start(context.Background()); err == nil || !strings.Contains(err.Error(), tc.startErr) {
+					t.Fatalf("Start error = %v, want %q", err, tc.startErr)
+				}
+				if err := e.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			e := startEngine(t, cfg)
+			if want := model + tc.kvPart; e.Recipe() != want {
+				t.Fatalf("recipe = %q, want %q", e.Recipe(), want)
+			}
+			// The child prints the line before it listens; its output is
+			// read on its own goroutine, so the line is waited for.
+			select {
+			case got := <-lines:
+				if got != tc.wantLine {
+					t.Fatalf("child said %q, want %q", got, tc.wantLine)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the child never said which cache types it runs")
+			}
+			req, p := request("a cached prompt", 4)
+			if _, err := e.Serve(serveCtx(t), req, p); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 var crashLine = "GGML_ASSERT: simulated crash in decode"
 
 func TestCrashMidResponseRestarts(t *testing.T) {
@@ -616,6 +685,15 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"backoff inverted": {func(c *Config) { c.RestartBackoff = time.Hour }, "max_restart_backoff"},
 		"zero scale":       {func(c *Config) { c.Adapters = []recipe.FileAdapter{{Path: model}} }, "non-zero scale"},
 		"bad env":          {func(c *Config) { c.Env = []string{"NOEQUALS"} }, "KEY=value"},
+		"kv key alone":     {func(c *Config) { c.CacheTypeK = "q8_0" }, "must be set together"},
+		"kv value alone":   {func(c *Config) { c.CacheTypeV = "q8_0" }, "must be set together"},
+		"kv unknown type":  {func(c *Config) { c.CacheTypeK, c.CacheTypeV = "q8_0", "q2_k" }, `value type "q2_k"`},
+		"kv upper-case":    {func(c *Config) { c.CacheTypeK, c.CacheTypeV = "Q8_0", "q8_0" }, `key type "Q8_0"`},
+		"kv in extra args": {func(c *Config) { c.ExtraArgs = []string{"-ngl", "99", "-ctk", "q8_0"} }, `extra args[2] "-ctk" sets the KV cache type`},
+		"kv extra with =":  {func(c *Config) { c.ExtraArgs = []string{"--cache-type-v=q4_0"} }, "sets the KV cache type"},
+		"kv extra Go flag": {func(c *Config) { c.ExtraArgs = []string{"-cache-type-k", "q8_0"} }, "sets the KV cache type"},
+		"kv extra besides": {func(c *Config) { c.CacheTypeK, c.CacheTypeV = "q8_0", "q8_0"; c.ExtraArgs = []string{"--ctv", "f16"} }, "sets the KV cache type"},
+		"kv in env":        {func(c *Config) { c.Env = []string{"LLAMA_ARG_CACHE_TYPE_K=q8_0"} }, "sets the KV cache type"},
 		"missing runner":   {func(c *Config) { c.Runner = "/nonexistent/mesh-gguf" }, "no such file"},
 		"runner not found": {func(c *Config) { c.Runner = "mesh-gguf-that-does-not-exist" }, "nor on PATH"},
 		"not executable":   {func(c *Config) { c.Runner = model }, "not an executable"},

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -24,7 +23,7 @@ func readHelp(ctx context.Context, runner string, env []string) (string, error) 
 	ctx, cancel := context.WithTimeout(ctx, helpTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, runner, "--help")
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = childEnviron(env)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = time.Second
@@ -128,6 +127,16 @@ func buildArgs(c Config, help helpText) ([]string, error) {
 				return nil, fmt.Errorf("runner %s lists no %s flag (%s)", c.Runner, d.what, strings.Join(d.flags, ", "))
 			}
 			args = append(args, flag, strconv.Itoa(d.n))
+		}
+	}
+	if c.CacheTypeK != "" {
+		// Both halves explicitly, so the child runs with what the recipe
+		// names whatever its own default.
+		if err := need("--cache-type-k", c.CacheTypeK); err != nil {
+			return nil, err
+		}
+		if err := need("--cache-type-v", c.CacheTypeV); err != nil {
+			return nil, err
 		}
 	}
 	for _, a := range c.Adapters {

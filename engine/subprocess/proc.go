@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -134,7 +133,7 @@ func freePort() (int, error) {
 // spawn starts the runner on a given port. The child is not yet healthy.
 func spawn(runner string, args, env []string, port int, logLine func(string)) (*instance, error) {
 	cmd := exec.Command(runner, append(args, "--port", strconv.Itoa(port))...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = childEnviron(env)
 	cmd.SysProcAttr = sysProcAttr()
 	tail := newRing(logLine)
 	cmd.Stdout, cmd.Stderr = tail, tail

@@ -19,10 +19,16 @@ func TestBuildArgs(t *testing.T) {
 -md,   --model-draft FNAME
 --draft-max, --draft, --draft-n N
 --lora FNAME
---lora-scaled FNAME SCALE`)
+--lora-scaled FNAME SCALE
+-ctk,  --cache-type-k TYPE
+-ctv,  --cache-type-v TYPE`)
 	goflag := helpText(`Usage of mesh-gguf:
   -c int
     	context size
+  -cache-type-k value
+    	KV cache storage of keys (-ctk) or values (-ctv): f32, q8_0 (default f32)
+  -cache-type-v value
+    	KV cache storage of keys (-ctk) or values (-ctv): f32, q8_0 (default f32)
   -host string
   -m string
   -port int
@@ -57,6 +63,15 @@ func TestBuildArgs(t *testing.T) {
 		{"draft min, mesh-gguf's Go flags", helpText("  -md string\n  -draft-max int\n  -draft-min int\n"),
 			func(c *Config) { c.DraftModel, c.DraftMax, c.DraftMin = "d", 6, 1 }, "-m m.gguf --host 127.0.0.1 -md d --draft-max 6 --draft-min 1", ""},
 		{"no draft min flag", helpText("-md F\n--draft N\n"), func(c *Config) { c.DraftModel, c.DraftMin = "d", 1 }, "", "no draft-minimum flag"},
+		{"kv cache, llama.cpp help", llama, func(c *Config) { c.CacheTypeK, c.CacheTypeV = "q8_0", "q4_0" },
+			"-m m.gguf --host 127.0.0.1 -np 1 --cache-type-k q8_0 --cache-type-v q4_0", ""},
+		{"kv cache, mesh-gguf's Go flags", goflag, func(c *Config) { c.CacheTypeK, c.CacheTypeV = "q8_0", "f32" },
+			"-m m.gguf --host 127.0.0.1 --cache-type-k q8_0 --cache-type-v f32", ""},
+		{"kv cache before adapters", llama, func(c *Config) {
+			c.CacheTypeK, c.CacheTypeV = "f16", "f16"
+			c.Adapters = []recipe.FileAdapter{{Path: "a", Scale: 1}}
+		}, "-m m.gguf --host 127.0.0.1 -np 1 --cache-type-k f16 --cache-type-v f16 --lora a", ""},
+		{"kv cache unlisted", helpText("-m F\n"), func(c *Config) { c.CacheTypeK, c.CacheTypeV = "q8_0", "q8_0" }, "", "does not list --cache-type-k"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

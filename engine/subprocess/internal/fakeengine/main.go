@@ -41,6 +41,8 @@ const helpOld = `----- common params -----
 -m,    --model FNAME                    model path
 --lora FNAME                            path to LoRA adapter
 --lora-scaled FNAME SCALE               path to LoRA adapter with user defined scaling
+-ctk,  --cache-type-k TYPE               KV cache data type for K (default: f16)
+-ctv,  --cache-type-v TYPE               KV cache data type for V (default: f16)
 ----- example-specific params -----
 --host HOST                             ip address to listen
 --port PORT                             port to listen (default: 8080)
@@ -55,6 +57,8 @@ const helpNew = `----- common params -----
 -np,   --parallel N                     number of server slots (default: -1, -1 = auto)
 --no-warmup                             skip warming up the model with an empty run
 -m,    --model FNAME                    model path
+-ctk,  --cache-type-k TYPE               KV cache data type for K (default: f16)
+-ctv,  --cache-type-v TYPE               KV cache data type for V (default: f16)
 --host HOST                             ip address to listen
 --port PORT                             port to listen (default: 8080)
 -md,   --model-draft FNAME              draft model for speculative decoding (default: unused)
@@ -74,6 +78,7 @@ type config struct {
 	model, host, draft, specType string
 	port, ctx, threads, np       int
 	draftMax, specDraftNMax      int
+	cacheK, cacheV               string
 	noWarmup                     bool
 	loras                        multi
 
@@ -126,6 +131,12 @@ func main() {
 	fs.IntVar(&c.specDraftNMax, "spec-draft-n-max", 0, "")
 	fs.StringVar(&c.specType, "spec-type", "", "")
 	fs.Var(&c.loras, "lora", "")
+	for _, n := range []string{"ctk", "cache-type-k"} {
+		fs.StringVar(&c.cacheK, n, "f16", "")
+	}
+	for _, n := range []string{"ctv", "cache-type-v"} {
+		fs.StringVar(&c.cacheV, n, "f16", "")
+	}
 	fs.DurationVar(&c.loadDelay, "load-delay", 0, "answer /health 503 for this long")
 	fs.BoolVar(&c.neverHealthy, "never-healthy", false, "answer /health 503 forever")
 	fs.IntVar(&c.exitEarly, "exit-early", -1, "print -say lines and exit with this code before binding")
@@ -155,6 +166,23 @@ func main() {
 	for _, l := range c.say {
 		fmt.Fprintln(os.Stderr, l)
 	}
+	// As llama-server: an unknown cache type fails the start, and the
+	// environment supplies what the command line does not.
+	for _, kv := range []struct {
+		v   *string
+		env string
+	}{{&c.cacheK, "LLAMA_ARG_CACHE_TYPE_K"}, {&c.cacheV, "LLAMA_ARG_CACHE_TYPE_V"}} {
+		if e := os.Getenv(kv.env); e != "" && !flagSet(fs, kv.env) {
+			*kv.v = e
+		}
+		switch *kv.v {
+		case "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1":
+		default:
+			fmt.Fprintf(os.Stderr, "error: Unsupported cache type: %s\n", *kv.v)
+			os.Exit(1)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "kv cache: k %s, v %s\n", c.cacheK, c.cacheV)
 	if c.exitEarly >= 0 {
 		os.Exit(c.exitEarly)
 	}
@@ -229,7 +257,8 @@ func checkBuildFlags(args []string) error {
 	case "new":
 		refused = []string{"draft-max", "lora"}
 	case "minimal":
-		refused = []string{"c", "t", "np", "no-warmup", "md", "draft-max", "spec-draft-n-max", "spec-type", "lora"}
+		refused = []string{"c", "t", "np", "no-warmup", "md", "draft-max", "spec-draft-n-max", "spec-type", "lora",
+			"ctk", "cache-type-k", "ctv", "cache-type-v"}
 	default:
 		refused = []string{"spec-draft-n-max", "spec-type"}
 	}
@@ -246,6 +275,18 @@ func checkBuildFlags(args []string) error {
 		}
 	}
 	return nil
+}
+
+// flagSet reports whether the command line set the cache type that env
+// stands for, by either spelling.
+func flagSet(fs *flag.FlagSet, env string) bool {
+	names := map[string]bool{"ctk": true, "cache-type-k": true}
+	if env == "LLAMA_ARG_CACHE_TYPE_V" {
+		names = map[string]bool{"ctv": true, "cache-type-v": true}
+	}
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || names[f.Name] })
+	return set
 }
 
 func createOnce(path string) bool {
