@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,11 +63,25 @@ var drivers = []string{"ina226", "ina219", "hwmon", "rapl", "nvml", "um", "line"
 // backendFields says which keys each kind reads, besides the common name,
 // kind, fidelity, uj_per_token and meters.
 var backendFields = map[string][]string{
-	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "draft_max", "draft_min", "extra_args", "embedding"},
-	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "draft_max", "draft_min", "extra_args", "embedding"},
+	"mesh-gguf":    {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "draft_max", "draft_min", "cache_type_k", "cache_type_v", "extra_args", "embedding"},
+	"llama-server": {"model", "runner", "threads", "context", "temperature", "seed", "draft_model", "draft_max", "draft_min", "cache_type_k", "cache_type_v", "extra_args", "embedding"},
 	"reference":    {"work", "embedding"},
 	"meshd":        {"url", "steward", "timeout", "token_file", "ca_file", "server_sha256", "cert_file", "key_file"},
 }
+
+// kvTypes are the KV cache types each engine kind takes for cache_type_k
+// and cache_type_v, as its --cache-type-k/-v spell them.
+var kvTypes = map[string][]string{
+	"mesh-gguf":    {"f32", "q8_0"},
+	"llama-server": {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"},
+}
+
+// kvDefault is the KV cache type each engine kind runs when not told one.
+var kvDefault = map[string]string{"mesh-gguf": "f32", "llama-server": "f16"}
+
+// cacheTypeFlags are the runner flags that set the KV cache type; extra_args
+// must not carry them, or the recipe would not name the cache.
+var cacheTypeFlags = []string{"ctk", "cache-type-k", "ctv", "cache-type-v"}
 
 // kinds lists backendFields' keys in the order messages show them.
 var kinds = []string{"mesh-gguf", "llama-server", "reference", "meshd"}
@@ -582,6 +597,18 @@ func (v *checker) backends() {
 			}
 			if b.DraftMax > 0 && b.DraftMin > b.DraftMax {
 				v.problem(p+"draft_min", "%d exceeds draft_max %d", b.DraftMin, b.DraftMax)
+			}
+			for _, kv := range []struct{ key, val string }{{"cache_type_k", b.CacheTypeK}, {"cache_type_v", b.CacheTypeV}} {
+				if has(kv.key) && !slices.Contains(kvTypes[b.Kind], kv.val) {
+					v.problem(p+kv.key, "%q is not a KV cache type kind %s takes (%s)", kv.val, b.Kind, quoteList(kvTypes[b.Kind]))
+				}
+			}
+			for j, a := range b.ExtraArgs {
+				name, ok := strings.CutPrefix(a, "-")
+				name, _, _ = strings.Cut(strings.TrimPrefix(name, "-"), "=")
+				if ok && slices.Contains(cacheTypeFlags, name) {
+					v.problem(fmt.Sprintf("%sextra_args[%d]", p, j), "%q sets the KV cache type, which the receipt's recipe would not name: use cache_type_k and cache_type_v", a)
+				}
 			}
 		case "reference":
 			if b.Work <= 0 {

@@ -331,6 +331,14 @@ type Backend struct {
 	// draft_max that is set.
 	DraftMax int `toml:"draft_max,omitempty"`
 	DraftMin int `toml:"draft_min,omitempty"`
+	// CacheTypeK and CacheTypeV are the KV cache storage types of keys and
+	// values (the runner's --cache-type-k and --cache-type-v): mesh-gguf
+	// takes f32 and q8_0, llama-server also f16, bf16, q4_0, q4_1, iq4_nl,
+	// q5_0 and q5_1. Setting either names the cache in the receipt's
+	// recipe (PROFILE §11), both halves, the one not set being the kind's
+	// default (f32, f16); both absent leave the engine's default, unnamed.
+	CacheTypeK string `toml:"cache_type_k,omitempty"`
+	CacheTypeV string `toml:"cache_type_v,omitempty"`
 	// ExtraArgs are passed to the runner verbatim. Not used by reference.
 	ExtraArgs []string `toml:"extra_args,omitempty"`
 	// Work (reference only) is hash rounds per token, default 8, > 0.

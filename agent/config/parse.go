@@ -453,6 +453,12 @@ func (v *checker) defaults() {
 		switch b.Kind {
 		case "mesh-gguf", "llama-server":
 			setStr(ix, p+"runner", &b.Runner, b.Kind)
+			// A cache named in the recipe is named whole: the half not
+			// set is the engine's default, passed explicitly.
+			if ix.has(p+"cache_type_k") || ix.has(p+"cache_type_v") {
+				setStr(ix, p+"cache_type_k", &b.CacheTypeK, kvDefault[b.Kind])
+				setStr(ix, p+"cache_type_v", &b.CacheTypeV, kvDefault[b.Kind])
+			}
 		case "reference":
 			if !ix.has(p + "work") {
 				b.Work = 8

@@ -642,6 +642,7 @@ func (n *Node) startBackend(ctx context.Context, bc config.Backend) (*Backend, e
 		}
 		e, err := subprocess.New(ctx, subprocess.Config{
 			Name: bc.Name, Runner: runner, Model: bc.Model, DraftModel: bc.DraftModel, DraftMax: bc.DraftMax, DraftMin: bc.DraftMin,
+			CacheTypeK: bc.CacheTypeK, CacheTypeV: bc.CacheTypeV,
 			ContextSize: bc.Context, Threads: bc.Threads, ExtraArgs: bc.ExtraArgs,
 			Fidelity: wire.Fidelity(bc.Fidelity), UJPerToken: bc.UJPerToken,
 			Temperature: bc.Temperature, Seed: bc.Seed, MaxTokens: uint32(bc.MaxTokens), Embedding: bc.Embedding,
