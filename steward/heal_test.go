@@ -1,6 +1,7 @@
 package steward
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -113,6 +114,17 @@ func TestLogHealsAfterStorageFailure(t *testing.T) {
 			if got := l.Durable(); got != uint64(len(acked)) {
 				t.Fatalf("Durable %d, acknowledged %d", got, len(acked))
 			}
+			// A reader of the newest records (answered from memory) gets
+			// the acknowledged ones, not those the heal rolled back.
+			got, err := l.Range(bg, 0, len(acked))
+			if err != nil || len(got) != len(acked) {
+				t.Fatalf("Range after healing: %d envelopes, %v; %d acknowledged", len(got), err, len(acked))
+			}
+			for i, s := range acked {
+				if !bytes.Equal(got[i], s.Envelope) {
+					t.Fatalf("Range after healing: envelope %d is not the one acknowledged", i)
+				}
+			}
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -211,6 +223,20 @@ func TestLogHealsUnderConcurrentSealers(t *testing.T) {
 	}
 	if refused == 0 {
 		t.Fatal("no seal was refused: the faults did not fire")
+	}
+	// The newest records, answered from memory, are the acknowledged
+	// ones: those the heals rolled back were dropped there too.
+	if d := l.Durable(); d != uint64(len(acked)) {
+		t.Fatalf("Durable %d, acknowledged %d", d, len(acked))
+	}
+	got, err := l.Range(bg, 0, len(acked))
+	if err != nil || len(got) != len(acked) {
+		t.Fatalf("Range: %d envelopes, %v; %d acknowledged", len(got), err, len(acked))
+	}
+	for i, e := range got {
+		if id := wire.ContentOf(e); id != acked[uint64(i)] {
+			t.Fatalf("Range: receipt %d is %s, the one acknowledged %s", i, id, acked[uint64(i)])
+		}
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

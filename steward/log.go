@@ -622,7 +622,7 @@ func (l *Log) appendAs(ctx context.Context, signer ed25519.PublicKey, build Buil
 		l.steward = signer
 	}
 	l.headSeg, l.headOff, l.headEnd, l.headEp = l.seg, end.End-framelog.HeaderSize-int64(len(env)), end.End, end.Epoch
-	l.index.note(seq, l.seg, l.headOff)
+	l.index.appended(seq, l.seg, l.headOff, env)
 	l.notePendingLocked()
 	w := l.w
 	l.mu.Unlock()

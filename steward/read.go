@@ -19,10 +19,12 @@ import (
 const indexEvery = 64
 
 // readIndex remembers where some records start, so that paging through
-// the log does not rescan a whole segment per page.
+// the log does not rescan a whole segment per page, and holds the newest
+// records themselves (recent.go).
 type readIndex struct {
-	mu   sync.Mutex
-	mark map[uint64]place // sequence (a multiple of indexEvery) → where it starts
+	mu     sync.Mutex
+	mark   map[uint64]place // sequence (a multiple of indexEvery) → where it starts
+	recent recent
 }
 
 type place struct {
@@ -40,6 +42,13 @@ func (x *readIndex) note(seq, seg uint64, off int64) {
 	}
 	x.mark[seq] = place{seg, off}
 	x.mu.Unlock()
+}
+
+// appended notes record seq, env, just enqueued at off in the segment
+// starting at seg. Called under the log's mutex, in chain order.
+func (x *readIndex) appended(seq, seg uint64, off int64, env []byte) {
+	x.note(seq, seg, off)
+	x.recent.keep(seq, env)
 }
 
 func (x *readIndex) near(seq uint64) (uint64, place, bool) {
@@ -86,15 +95,19 @@ func (d *durableHead) note(n uint64, id wire.ContentID) {
 }
 
 // Range returns the envelopes of up to limit durable records starting at
-// sequence from, in order; fewer (or none) when the log ends sooner. It
-// reads the segment files, so it runs beside appends without holding them
-// up, and returns the bytes exactly as sealed.
+// sequence from, in order; fewer (or none) when the log ends sooner. The
+// newest records are answered from memory; older ones are read from the
+// segment files, beside appends without holding them up. Either way the
+// bytes are exactly as sealed, and only records already durable.
 func (l *Log) Range(ctx context.Context, from uint64, limit int) ([][]byte, error) {
 	end := l.Durable()
 	if limit <= 0 || from >= end {
 		return nil, nil
 	}
 	to := min(end, from+uint64(limit))
+	if out, ok := l.index.recent.get(from, to); ok {
+		return out, nil
+	}
 	segs, err := listSegments(l.dir)
 	if err != nil {
 		return nil, fmt.Errorf("read receipts: %w", err)
@@ -156,6 +169,7 @@ func (l *Log) readSegment(ctx context.Context, seg segment, from, to uint64) ([]
 // cut forgets the marks at or past next: a heal rolled the log back there
 // and those sequences will be taken by other records.
 func (x *readIndex) cut(next uint64) {
+	x.recent.cut(next)
 	x.mu.Lock()
 	for seq := range x.mark {
 		if seq >= next {

@@ -244,6 +244,12 @@ func (p *Publisher) Run(ctx context.Context) error {
 		// the server's duplicate window).
 		unsaved int
 		saved   = time.Now()
+		// drained says the last batch held every receipt durable when
+		// it was read. Receipts sealed while its acknowledgements were
+		// awaited then wait for their notify and a linger like any
+		// other, instead of going out at once in a batch of their own:
+		// with serves a millisecond apart that halves the batches.
+		drained bool
 	)
 	defer poll.Stop()
 	saveCursor := func() {
@@ -325,7 +331,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			}
 			pendingCP = nil
 		}
-		if next < durable {
+		if next < durable && !drained {
 			envs, err := p.rlog.Range(ctx, next, int(min(uint64(p.cfg.Batch), durable-next)))
 			if err != nil {
 				if !fail("read receipt log", err) {
@@ -361,6 +367,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			if p.cfg.CheckpointEvery > 0 && since >= uint64(p.cfg.CheckpointEvery) && pendingCP == nil {
 				pendingCP, since = p.checkpoint(ctx), 0
 			}
+			drained = p.cfg.Linger > 0 && len(envs) < p.cfg.Batch
 			continue
 		}
 		failures = 0
@@ -385,6 +392,15 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case <-p.notify:
 			if p.cfg.Linger > 0 {
 				sleep(ctx, p.cfg.Linger) // a stop ends the loop
+				// The notifies of the serves sealed while lingering
+				// are covered by the read that follows (Durable is read
+				// after this, and a serve notifies only once durable):
+				// left pending, each batch would be followed by a
+				// wake-up and a linger that find nothing new.
+				select {
+				case <-p.notify:
+				default:
+				}
 			}
 		case <-flush:
 			saveCursor()
@@ -392,6 +408,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case <-up:
 		case <-ctx.Done():
 		}
+		drained = false
 	}
 	if unsaved > 0 {
 		saveCursor()
