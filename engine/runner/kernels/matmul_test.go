@@ -42,7 +42,7 @@ func testMatMulKernels(t *testing.T) {
 						qx = append(qx, q)
 					}
 				}
-				if hasAVX2 && T >= 2 && rows >= 2 && (typ == gguf.Q8_0 || typ == gguf.Q4_0 || typ == gguf.Q4_K) {
+				if hasAVX2 && T >= 2 && rows >= 2 && (typ == gguf.Q8_0 || typ == gguf.Q4_0 || typ == gguf.Q4_K || hasPk4Kernel(typ, T, cols)) {
 					tp := m.packTokens(T, qx)
 					k := m.mulTokens(0, rows, make([]float32, T*rows), T, qx, tp)
 					tp.release()
@@ -137,7 +137,7 @@ func testMatMulTokenGroups(t *testing.T) {
 						qx[tok] = m.NewActivation()
 						qx[tok].Quantize(x[tok*cols : (tok+1)*cols])
 					}
-					if (kq && hasK8Kernel(typ) || !kq && hasAVX512) && T >= 2 {
+					if (kq && hasK8Kernel(typ) || !kq && hasAVX512 || rows >= 2 && hasPk4Kernel(typ, T, cols)) && T >= 2 {
 						tp := m.packTokens(T, qx)
 						k := m.mulTokens(0, min(rows, 16), make([]float32, T*rows), T, qx, tp)
 						tp.release()
