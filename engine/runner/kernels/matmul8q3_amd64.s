@@ -18,8 +18,9 @@
 // VPSUBD of sums recomputed per block.
 //
 // Registers: Y0-Y3 row 0 for tokens 0-3, Y4-Y7 row 1; Y8, Y9 the rows'
-// unpacked quants; X10, X11 the rows' four (m·dₐ)·S sums; Y12 bytes
-// 0x0F; Y13 int16 ones; Y14, Y15 temporaries. GP: DI, R8, R12, R13 the
+// unpacked quants (Q8_0: |w|); X10, X11 the rows' four (m·dₐ)·S sums
+// (Q8_0: Y10, Y11 the weights' sign masks); Y12 bytes 0x0F (Q8_0: a
+// temporary); Y13 int16 ones; Y14, Y15 temporaries. GP: DI, R8, R12, R13 the
 // tokens' quants; DX, BX, R14, CX their offsets (Q5_0); R9 the pack (32
 // bytes a block); R10, R11 the rows; AX 4 per block; SI the end. Stack:
 // the two rows' four d·dₐ at 0 and 16, their (m·dₐ)·S sums at 32 and 48
@@ -155,19 +156,36 @@ GLOBL q3x10<>(SB), RODATA|NOPTR, $32
 	Q3_ACC(16+4*i, accB)
 
 // Q3_TOKEN8 is Q3_TOKEN for Q8_0: the token's quants take the sign of
-// each row's weights, whose absolute values are in Y8 and Y9.
+// each row's weights, whose absolute values are in Y8 and Y9 and whose
+// sign masks (0xFF where negative) are in Y10 and Y11: (a ⊕ m) − m is
+// VPSIGNB's −a where the weight is negative and a elsewhere (where it is
+// 0 the product is 0 either way), in two operations any vector port
+// runs instead of one that competes with the multiplies.
 #define Q3_TOKEN8(q, i, accA, accB) \
-	VMOVDQU    (q)(AX*8), Y15 \
-	VPSIGNB    2(R10), Y15, Y14 \
-	VPMADDUBSW Y14, Y8, Y14 \
-	VPMADDWD   Y13, Y14, Y14 \
-	VCVTDQ2PS  Y14, Y14 \
-	VBROADCASTSS 4*i(SP), Y10 \
-	VFMADD231PS  Y10, Y14, accA \
-	VPSIGNB    2(R11), Y15, Y14 \
-	VPMADDUBSW Y14, Y9, Y14 \
-	VPMADDWD   Y13, Y14, Y14 \
+	VMOVDQU      (q)(AX*8), Y15 \
+	VPXOR        Y10, Y15, Y14 \
+	VPSUBB       Y10, Y14, Y14 \
+	VPMADDUBSW   Y14, Y8, Y14 \
+	VPMADDWD     Y13, Y14, Y14 \
+	VCVTDQ2PS    Y14, Y14 \
+	VBROADCASTSS 4*i(SP), Y12 \
+	VFMADD231PS  Y12, Y14, accA \
+	VPXOR        Y11, Y15, Y14 \
+	VPSUBB       Y11, Y14, Y14 \
+	VPMADDUBSW   Y14, Y9, Y14 \
+	VPMADDWD     Y13, Y14, Y14 \
 	Q3_ACC(16+4*i, accB)
+
+// Q3_ROWS8 sets Y8, Y9 to the two rows' |w| and Y10, Y11 to their sign
+// masks.
+#define Q3_ROWS8 \
+	VMOVDQU  2(R10), Y8 \
+	VMOVDQU  2(R11), Y9 \
+	VPXOR    Y14, Y14, Y14 \
+	VPCMPGTB Y8, Y14, Y10 \
+	VPCMPGTB Y9, Y14, Y11 \
+	VPABSB   Y8, Y8 \
+	VPABSB   Y9, Y9
 
 // Q3_REDUCE is REDUCE8TO.
 #define Q3_REDUCE(Y, X) \
@@ -231,8 +249,7 @@ q80pair:
 	Q3_PAIR
 
 q80block:
-	VPABSB   2(R10), Y8
-	VPABSB   2(R11), Y9
+	Q3_ROWS8
 	Q3_SCALE(R10, 0)
 	Q3_SCALE(R11, 16)
 	Q3_TOKEN8(DI, 0, Y0, Y4)
