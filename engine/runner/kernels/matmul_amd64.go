@@ -105,7 +105,8 @@ type tokenPack struct {
 	q32      []int32
 	q32Words int
 	// ds holds, for mulQ4_0Off, per group of four tokens (the last
-	// repeating its last token) and block, the four tokens' dₐ.
+	// repeating its last token) and block, the four tokens' dₐ; for
+	// mulQ32x4 (packQ32x4) their dₐ, then their float(S).
 	ds []float32
 }
 

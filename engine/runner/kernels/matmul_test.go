@@ -89,7 +89,8 @@ func testMatMulKernels(t *testing.T) {
 
 // TestMatMulTokenGroups: for the types with multi-token kernels that
 // take every token of a tile (sixteen rows against groups of three
-// tokens) or nearly every one (Q5_K and Q6_K: one row against groups of
+// tokens; with AVX2 alone two rows against groups of four, an odd last
+// row through the row kernels) or nearly every one (Q5_K and Q6_K: one row against groups of
 // eight, a last short group padded or left to the row kernels), MatMul equals the per-token MatVec bit for bit for every
 // batch of 1 to 17 tokens and a few larger ones, row counts around the
 // sixteen-row tile (one, an odd few, a full tile, a tile and one, several
