@@ -17,7 +17,8 @@ var matMulKernels = true
 // AVX-512 VNNI, Q4_K as 16-row tiles against four tokens with it and one
 // row against eight tokens with AVX2 alone; Q5_K and Q6_K one row
 // against eight tokens with AVX-512 (GFNI);
-// Q8_0, Q4_0 and Q4_K two rows × four tokens with AVX2 alone), it takes
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q4_K two rows × four tokens with
+// AVX2 alone), it takes
 // the tokens of each tile in groups, unpacking each weight block once per
 // group rather than once per token; it forms each row's integer sums and
 // adds its blocks in the same order as the one-token kernels, so the

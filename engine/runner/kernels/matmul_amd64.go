@@ -105,7 +105,8 @@ type tokenPack struct {
 	q32      []int32
 	q32Words int
 	// ds holds, for mulQ4_0Off, per group of four tokens (the last
-	// repeating its last token) and block, the four tokens' dₐ.
+	// repeating its last token) and block, the four tokens' dₐ; for
+	// mulQ32x4 (packQ32x4) their dₐ, then their float(S).
 	ds []float32
 }
 
@@ -119,6 +120,9 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 	}
 	if m.Type == gguf.Q4_0 && hasAVX2 && T >= 2 && m.Cols >= 32 {
 		return packQ4_0Off(m.Cols/32, T, qx)
+	}
+	if hasPk4Kernel(m.Type, T, m.Cols) {
+		return packQ32x4(m.Type, m.Cols/32, T, qx)
 	}
 	if hasK8Kernel(m.Type) {
 		return m.packK56(T, qx)
@@ -304,7 +308,10 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tok
 	case gguf.Q4_0:
 		return m.mulQ4_0(r0, r1, out, T, qx, tp)
 	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
-		return m.mulQ32(r0, r1, out, T, qx, tp)
+		if k := m.mulQ32(r0, r1, out, T, qx, tp); k > 0 {
+			return k
+		}
+		return m.mulQ32x4(r0, r1, out, T, qx, tp)
 	case gguf.Q5_K, gguf.Q6_K:
 		return m.mulK56(r0, r1, out, T, qx, tp)
 	}
@@ -312,9 +319,13 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tok
 }
 
 // mulQ8_0 runs the sixteen-row kernel where the CPU has AVX-512 (tp
-// then holds its token pack), else the two-row × four-token AVX2 one.
+// then holds its token pack), else the two-row × four-token AVX2 one
+// over packQ32x4's pack.
 func (m *Matrix) mulQ8_0(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	if k := m.mulQ32(r0, r1, out, T, qx, tp); k > 0 {
+		return k
+	}
+	if k := m.mulQ32x4(r0, r1, out, T, qx, tp); k > 0 {
 		return k
 	}
 	return m.mulPairs(r0, r1, out, T, qx, mulQ8_0x2x4AVX2)

@@ -30,3 +30,7 @@ const k16MinTokens = 0
 
 // hasK8Kernel: nor do the eight-token Q5_K and Q6_K kernels.
 func hasK8Kernel(typ gguf.TensorType) bool { return false }
+
+// hasPk4Kernel: nor do the two-row × four-token kernels of the 32-value
+// types.
+func hasPk4Kernel(typ gguf.TensorType, T, cols int) bool { return false }

@@ -42,7 +42,7 @@ func testMatMulKernels(t *testing.T) {
 						qx = append(qx, q)
 					}
 				}
-				if hasAVX2 && T >= 2 && rows >= 2 && (typ == gguf.Q8_0 || typ == gguf.Q4_0 || typ == gguf.Q4_K) {
+				if hasAVX2 && T >= 2 && rows >= 2 && (typ == gguf.Q8_0 || typ == gguf.Q4_0 || typ == gguf.Q4_K || hasPk4Kernel(typ, T, cols)) {
 					tp := m.packTokens(T, qx)
 					k := m.mulTokens(0, rows, make([]float32, T*rows), T, qx, tp)
 					tp.release()
@@ -89,7 +89,8 @@ func testMatMulKernels(t *testing.T) {
 
 // TestMatMulTokenGroups: for the types with multi-token kernels that
 // take every token of a tile (sixteen rows against groups of three
-// tokens) or nearly every one (Q5_K and Q6_K: one row against groups of
+// tokens; with AVX2 alone two rows against groups of four, an odd last
+// row through the row kernels) or nearly every one (Q5_K and Q6_K: one row against groups of
 // eight, a last short group padded or left to the row kernels), MatMul equals the per-token MatVec bit for bit for every
 // batch of 1 to 17 tokens and a few larger ones, row counts around the
 // sixteen-row tile (one, an odd few, a full tile, a tile and one, several
@@ -137,7 +138,7 @@ func testMatMulTokenGroups(t *testing.T) {
 						qx[tok] = m.NewActivation()
 						qx[tok].Quantize(x[tok*cols : (tok+1)*cols])
 					}
-					if (kq && hasK8Kernel(typ) || !kq && hasAVX512) && T >= 2 {
+					if (kq && hasK8Kernel(typ) || !kq && hasAVX512 || rows >= 2 && hasPk4Kernel(typ, T, cols)) && T >= 2 {
 						tp := m.packTokens(T, qx)
 						k := m.mulTokens(0, min(rows, 16), make([]float32, T*rows), T, qx, tp)
 						tp.release()
