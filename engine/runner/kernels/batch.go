@@ -25,6 +25,9 @@ var matMulKernels = true
 // one, or all of them elsewhere) go through the one-token row kernels.
 func MatMul(p *Pool, m *Matrix, out, x []float32, T int, qx []*QVec) {
 	const tile = 16 // rows per tile: a few KiB of weights stay in L1/L2
+	if matMulKernels && qx == nil && m.mulFloat(p, out, x, T) {
+		return // F16 and F32: the float GEMM (gemmf_amd64.go)
+	}
 	var tp *tokenPack
 	if T >= 2 && qx != nil && matMulKernels {
 		tp = m.packTokens(T, qx)

@@ -1,0 +1,12 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// gemmLevel: the float GEMM kernels exist only for amd64.
+var gemmLevel = gemmOff
+
+func detectGemmLevel() int { return gemmOff }
+
+// mulFloat: MatMul runs F16 and F32 matrices through the row kernels
+// per token.
+func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool { return false }
