@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -14,13 +15,24 @@ import (
 // gemmArgs is what the float GEMM kernels read (gemmf_amd64.s): four row
 // pointers (float32 values), three token pointers, the output position
 // of row w[0] for each token, the number of 32-column blocks and the
-// number of rows to store.
+// number of rows to store, where the sums wait between column blocks,
+// the flags (1: resume from acc, 2: fold and store), and the groups of
+// rows to run (ng, each ws bytes of rows past the last, its sums the
+// next acc along), so that a call covers a whole tile.
+//
+// The addresses are uintptr, not pointers: the kernels move them past
+// the ends of their objects, which the collector must not see as
+// pointers; gemmTile keeps the objects alive.
 type gemmArgs struct {
-	w   [4]unsafe.Pointer
-	x   [3]*float32
-	out [3]*float32
+	w   [4]uintptr
+	x   [3]uintptr
+	out [3]uintptr
 	nb  int
 	nr  int
+	acc uintptr
+	fl  int
+	ng  int
+	ws  int
 }
 
 //go:noescape
@@ -57,13 +69,30 @@ func detectGemmLevel() int {
 }
 
 // gemmTile is the rows a worker converts to float32 at once (F16) and
-// runs every token against: 16 rows of 2048 columns are 128 KiB, which
-// stay in L2 while the tokens' activations stream through L1 three at a
-// time.
-const gemmTile = 16
+// runs every token against; gemmKC the columns and gemmTB the tokens
+// (a multiple of three) of a block: the tile's 16 × 256 values (16 KiB),
+// the block's six tokens (6 KiB) and the sums of its eight kernel calls
+// (12 KiB) stay in L1 while the kernels run over them, and the next
+// block's come from L2.
+var gemmTile, gemmKC, gemmTB = 16, 256, 6
 
-// gemmTiles holds a worker's converted tile between uses.
-var gemmTiles = sync.Pool{New: func() any { return new([]float32) }}
+// gemmPad is the float32 words added to the length of each row of the
+// converted tile and of the tokens' copy: rows of a power-of-two length
+// would all fall in the same few sets of L1 and evict each other; a
+// 256-byte step spreads a block's rows over all of them.
+var gemmPad = 64
+
+// gemmXs holds a product's copy of the tokens, kept between products.
+var gemmXs = sync.Pool{New: func() any { return new([]float32) }}
+
+// gemmAccWords is the float32 words a kernel call's sums take: 24 zmm
+// registers (AVX-512) or 12 ymm (AVX2).
+const gemmAccWords = 24 * 16
+
+// gemmBuf is a worker's tile and sums, kept between uses.
+type gemmBuf struct{ tile, acc []float32 }
+
+var gemmBufs = sync.Pool{New: func() any { return new(gemmBuf) }}
 
 // mulFloat computes MatMul for an F16 or F32 matrix with the float GEMM
 // kernels and reports whether it did: not for other types, one token,
@@ -77,40 +106,53 @@ func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool {
 	cols, rows := m.Cols, m.Rows
 	_ = x[T*cols-1]
 	_ = out[T*rows-1]
-	p.For(rows, gemmTile, func(lo, hi int) {
-		var tile *[]float32
-		if m.Type == gguf.F16 {
-			tile = gemmTiles.Get().(*[]float32)
-			if len(*tile) < gemmTile*cols {
-				*tile = make([]float32, gemmTile*cols)
-			}
-			defer gemmTiles.Put(tile)
+	tileRows := gemmTile
+	xs := cols + gemmPad
+	xpp := gemmXs.Get().(*[]float32)
+	defer gemmXs.Put(xpp)
+	if len(*xpp) < T*xs {
+		*xpp = make([]float32, T*xs)
+	}
+	xp := (*xpp)[:T*xs]
+	for t := range T {
+		copy(xp[t*xs:t*xs+cols], x[t*cols:(t+1)*cols])
+	}
+	p.For(rows, tileRows, func(lo, hi int) {
+		buf := gemmBufs.Get().(*gemmBuf)
+		defer gemmBufs.Put(buf)
+		if len(buf.tile) < tileRows*xs {
+			buf.tile = make([]float32, tileRows*xs)
 		}
-		for r0 := lo; r0 < hi; r0 += gemmTile {
-			r1 := min(r0+gemmTile, hi)
-			m.gemmTile(level, r0, r1, out, x, T, tile)
+		if need := (gemmTB/3)*tileRows*gemmAccWords + 16; len(buf.acc) < need {
+			buf.acc = make([]float32, need)
+		}
+		for r0 := lo; r0 < hi; r0 += tileRows {
+			r1 := min(r0+tileRows, hi)
+			m.gemmTile(level, r0, r1, out, xp, xs, T, buf)
 		}
 	})
 	return true
 }
 
-// gemmTile runs rows [r0, r1) (at most gemmTile) against every token.
-func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, T int, tile *[]float32) {
+// gemmTile runs rows [r0, r1) (at most gemmTile) against every token
+// (token t's activation at x[t·xs:], xs = Cols + gemmPad), converting
+// or copying the rows into buf's tile, xs words apart.
+func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, xs, T int, buf *gemmBuf) {
 	cols, rows := m.Cols, m.Rows
 	n := r1 - r0
-	// row(i) is row r0+i's float32 values.
-	var row func(i int) unsafe.Pointer
 	f16 := m.Type == gguf.F16
-	if f16 {
-		buf := (*tile)[:n*cols]
-		src := m.Data[r0*m.rowBytes : r1*m.rowBytes]
-		cvtF16F32AVX2(&buf[0], &src[0], n*cols)
-		row = func(i int) unsafe.Pointer { return unsafe.Pointer(&buf[i*cols]) }
-	} else {
-		d := m.Data[r0*m.rowBytes : r1*m.rowBytes]
-		row = func(i int) unsafe.Pointer { return unsafe.Pointer(&d[i*m.rowBytes]) }
+	t := buf.tile[:n*xs]
+	for i := range n {
+		src := m.Data[(r0+i)*m.rowBytes : (r0+i+1)*m.rowBytes]
+		if f16 {
+			cvtF16F32AVX2(&t[i*xs], &src[0], cols)
+		} else {
+			copy(t[i*xs:i*xs+cols], unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), cols))
+		}
 	}
-	a := gemmArgs{nb: cols / 32}
+	// base is row r0's float32 values, stride bytes apart.
+	base, stride := unsafe.Pointer(&t[0]), uintptr(4*xs)
+	var a gemmArgs
 	kernel := gemmF32x1x3AVX2
 	step := 1
 	switch {
@@ -121,23 +163,56 @@ func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, T int, tile *[]fl
 	case f16:
 		kernel = gemmF16x1x3AVX2
 	}
-	for t := 0; t < T; t += 3 {
-		for i := range 3 {
-			tk := min(t+i, T-1)
-			a.x[i] = &x[tk*cols]
-		}
-		for i := 0; i < n; i += step {
-			for j := range 4 {
-				a.w[j] = row(min(i+j, n-1))
+	// A call's sums (24 zmm or 12 ymm registers), a token group's.
+	accCall := gemmAccWords * step / 4
+	accGroup := (n + step - 1) / step * accCall
+	// Sums 64-byte aligned: a zmm store then never splits a line.
+	acc := buf.acc[int(-uintptr(unsafe.Pointer(&buf.acc[0]))&63)/4:]
+	for tb0 := 0; tb0 < T; tb0 += gemmTB {
+		tb1 := min(tb0+gemmTB, T)
+		for k0 := 0; k0 < cols; k0 += gemmKC {
+			k1 := min(k0+gemmKC, cols)
+			a.nb = (k1 - k0) / 32
+			a.fl = 0
+			if k0 > 0 {
+				a.fl |= 1
 			}
-			a.nr = min(step, n-i)
-			for j := range 3 {
-				tk := min(t+j, T-1)
-				a.out[j] = &out[tk*rows+r0+i]
+			if k1 == cols {
+				a.fl |= 2
 			}
-			kernel(&a)
+			for t := tb0; t < tb1; t += 3 {
+				acc := acc[(t-tb0)/3*accGroup:]
+				for j := range 3 {
+					tk := min(t+j, tb1-1)
+					a.x[j] = uintptr(unsafe.Pointer(&x[tk*xs+k0]))
+				}
+				// The full groups of step rows in one call, then the
+				// last rows, their last repeated.
+				for i := 0; i < n; {
+					g := (n - i) / step
+					a.nr = step
+					if g == 0 {
+						g, a.nr = 1, n-i
+					}
+					for j := range 4 {
+						a.w[j] = uintptr(base) + uintptr(min(i+j, n-1))*stride + uintptr(4*k0)
+					}
+					for j := range 3 {
+						tk := min(t+j, tb1-1)
+						a.out[j] = uintptr(unsafe.Pointer(&out[tk*rows+r0+i]))
+					}
+					a.acc = uintptr(unsafe.Pointer(&acc[i/step*accCall]))
+					a.ng, a.ws = g, step*int(stride)
+					kernel(&a)
+					i += g * a.nr
+				}
+			}
 		}
 	}
+	runtime.KeepAlive(m)
+	runtime.KeepAlive(buf)
+	runtime.KeepAlive(x)
+	runtime.KeepAlive(out)
 }
 
 // fmaPeakAVX512 runs n rounds of 24 independent zmm multiply-adds and

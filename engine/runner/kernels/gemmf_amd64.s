@@ -22,9 +22,16 @@
 //
 // gemmArgs: w[4] row pointers (a tile of fewer rows repeats its last),
 // x[3] token pointers, out[3] where row w[0] of each token goes, the
-// number of 32-column blocks, and the number of rows to store. A group
-// of fewer than three tokens repeats its last token: the repeat writes
-// the same values to the same place.
+// number of 32-column blocks, the number of rows to store, the sums'
+// store and flags. A group of fewer than three tokens repeats its last
+// token: the repeat writes the same values to the same place.
+//
+// The columns come in blocks (the caller's gemmKC) so that a tile's rows
+// and a few tokens stay in L1 together: a call with flag 1 starts from
+// the sums it left at acc, one without from +0; a call with flag 2
+// folds and stores the products, one without leaves its sums at acc.
+// The sums go through memory unchanged, so the blocks change nothing of
+// the arithmetic.
 #define A_W0 0
 #define A_W1 8
 #define A_W2 16
@@ -37,6 +44,25 @@
 #define A_O2 72
 #define A_NB 80
 #define A_NR 88
+#define A_ACC 96
+#define A_FL 104
+#define A_NG 112
+#define A_WS 120
+
+// NEXTGROUP moves a's rows, outputs and sums on to the next group of
+// rows (wstep rows on, acc bytes further) and loops while groups remain.
+#define NEXTGROUP(wstep, accb, top) \
+	MOVQ A_WS(DX), CX \
+	ADDQ CX, A_W0(DX) \
+	ADDQ CX, A_W1(DX) \
+	ADDQ CX, A_W2(DX) \
+	ADDQ CX, A_W3(DX) \
+	ADDQ $(4*wstep), A_O0(DX) \
+	ADDQ $(4*wstep), A_O1(DX) \
+	ADDQ $(4*wstep), A_O2(DX) \
+	ADDQ $accb, A_ACC(DX) \
+	DECQ A_NG(DX) \
+	JNZ  top
 
 // ---- AVX-512: four rows × three tokens -------------------------------
 //
@@ -119,8 +145,60 @@
 	VPXORD Z22, Z22, Z22 \
 	VPXORD Z23, Z23, Z23
 
+// ACC512 moves the 24 sums between registers and memory.
+#define ACC512L(m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, m12, m13, m14, m15, m16, m17, m18, m19, m20, m21, m22, m23) \
+	VMOVUPS m0, Z0 \
+	VMOVUPS m1, Z1 \
+	VMOVUPS m2, Z2 \
+	VMOVUPS m3, Z3 \
+	VMOVUPS m4, Z4 \
+	VMOVUPS m5, Z5 \
+	VMOVUPS m6, Z6 \
+	VMOVUPS m7, Z7 \
+	VMOVUPS m8, Z8 \
+	VMOVUPS m9, Z9 \
+	VMOVUPS m10, Z10 \
+	VMOVUPS m11, Z11 \
+	VMOVUPS m12, Z12 \
+	VMOVUPS m13, Z13 \
+	VMOVUPS m14, Z14 \
+	VMOVUPS m15, Z15 \
+	VMOVUPS m16, Z16 \
+	VMOVUPS m17, Z17 \
+	VMOVUPS m18, Z18 \
+	VMOVUPS m19, Z19 \
+	VMOVUPS m20, Z20 \
+	VMOVUPS m21, Z21 \
+	VMOVUPS m22, Z22 \
+	VMOVUPS m23, Z23
+
+#define ACC512S(m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, m12, m13, m14, m15, m16, m17, m18, m19, m20, m21, m22, m23) \
+	VMOVUPS Z0, m0 \
+	VMOVUPS Z1, m1 \
+	VMOVUPS Z2, m2 \
+	VMOVUPS Z3, m3 \
+	VMOVUPS Z4, m4 \
+	VMOVUPS Z5, m5 \
+	VMOVUPS Z6, m6 \
+	VMOVUPS Z7, m7 \
+	VMOVUPS Z8, m8 \
+	VMOVUPS Z9, m9 \
+	VMOVUPS Z10, m10 \
+	VMOVUPS Z11, m11 \
+	VMOVUPS Z12, m12 \
+	VMOVUPS Z13, m13 \
+	VMOVUPS Z14, m14 \
+	VMOVUPS Z15, m15 \
+	VMOVUPS Z16, m16 \
+	VMOVUPS Z17, m17 \
+	VMOVUPS Z18, m18 \
+	VMOVUPS Z19, m19 \
+	VMOVUPS Z20, m20 \
+	VMOVUPS Z21, m21 \
+	VMOVUPS Z22, m22 \
+	VMOVUPS Z23, m23
+
 #define SETUP512 \
-	MOVQ a+0(FP), DX \
 	MOVQ A_W0(DX), SI \
 	MOVQ A_W1(DX), DI \
 	MOVQ A_W2(DX), R8 \
@@ -131,7 +209,15 @@
 	MOVQ A_NB(DX), BX \
 	SHLQ $7, BX \
 	XORQ AX, AX \
-	ZEROACC512
+	MOVQ A_ACC(DX), R13 \
+	MOVQ A_FL(DX), CX \
+	TESTQ $1, CX \
+	JNZ  resume \
+	ZEROACC512 \
+	JMP  start \
+resume: \
+	ACC512L((R13), 64(R13), 128(R13), 192(R13), 256(R13), 320(R13), 384(R13), 448(R13), 512(R13), 576(R13), 640(R13), 704(R13), 768(R13), 832(R13), 896(R13), 960(R13), 1024(R13), 1088(R13), 1152(R13), 1216(R13), 1280(R13), 1344(R13), 1408(R13), 1472(R13)) \
+start:
 
 // STORE512(fold) folds and stores every pair of the rows asked for.
 #define STOREROW512(fold, r, a0, b0, a1, b1, a2, b2) \
@@ -160,6 +246,9 @@
 
 // func gemmF16x4x3AVX512(a *gemmArgs)
 TEXT ·gemmF16x4x3AVX512(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), DX
+
+f16zg:
 	SETUP512
 
 f16z:
@@ -175,14 +264,25 @@ f16z:
 	CMPQ AX, BX
 	JLT  f16z
 
+	MOVQ  A_FL(DX), CX
+	TESTQ $2, CX
+	JNZ   fold
+	ACC512S((R13), 64(R13), 128(R13), 192(R13), 256(R13), 320(R13), 384(R13), 448(R13), 512(R13), 576(R13), 640(R13), 704(R13), 768(R13), 832(R13), 896(R13), 960(R13), 1024(R13), 1088(R13), 1152(R13), 1216(R13), 1280(R13), 1344(R13), 1408(R13), 1472(R13))
+	JMP   f16zdone
+
+fold:
 	STORE512(F16FOLD, f16zdone)
 
 f16zdone:
+	NEXTGROUP(4, 1536, f16zg)
 	VZEROUPPER
 	RET
 
 // func gemmF32x4x3AVX512(a *gemmArgs)
 TEXT ·gemmF32x4x3AVX512(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), DX
+
+f32zg:
 	SETUP512
 
 f32z:
@@ -198,9 +298,17 @@ f32z:
 	CMPQ AX, BX
 	JLT  f32z
 
+	MOVQ  A_FL(DX), CX
+	TESTQ $2, CX
+	JNZ   fold
+	ACC512S((R13), 64(R13), 128(R13), 192(R13), 256(R13), 320(R13), 384(R13), 448(R13), 512(R13), 576(R13), 640(R13), 704(R13), 768(R13), 832(R13), 896(R13), 960(R13), 1024(R13), 1088(R13), 1152(R13), 1216(R13), 1280(R13), 1344(R13), 1408(R13), 1472(R13))
+	JMP   f32zdone
+
+fold:
 	STORE512(F32FOLD, f32zdone)
 
 f32zdone:
+	NEXTGROUP(4, 1536, f32zg)
 	VZEROUPPER
 	RET
 
@@ -245,7 +353,6 @@ f32zdone:
 	VADDPS c1, c0, c0
 
 #define SETUP2 \
-	MOVQ   a+0(FP), DX \
 	MOVQ   A_W0(DX), SI \
 	MOVQ   A_X0(DX), R10 \
 	MOVQ   A_X1(DX), R11 \
@@ -253,6 +360,10 @@ f32zdone:
 	MOVQ   A_NB(DX), BX \
 	SHLQ   $7, BX \
 	XORQ   AX, AX \
+	MOVQ   A_ACC(DX), R13 \
+	MOVQ   A_FL(DX), CX \
+	TESTQ  $1, CX \
+	JNZ    resume \
 	VXORPS Y0, Y0, Y0 \
 	VXORPS Y1, Y1, Y1 \
 	VXORPS Y2, Y2, Y2 \
@@ -264,7 +375,26 @@ f32zdone:
 	VXORPS Y8, Y8, Y8 \
 	VXORPS Y9, Y9, Y9 \
 	VXORPS Y10, Y10, Y10 \
-	VXORPS Y11, Y11, Y11
+	VXORPS Y11, Y11, Y11 \
+	JMP    start \
+resume: \
+	ACC2((R13), 32(R13), 64(R13), 96(R13), 128(R13), 160(R13), 192(R13), 224(R13), 256(R13), 288(R13), 320(R13), 352(R13), Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11) \
+start:
+
+// ACC2 moves twelve values: ACC2(sources..., destinations...).
+#define ACC2(s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11) \
+	VMOVUPS s0, d0 \
+	VMOVUPS s1, d1 \
+	VMOVUPS s2, d2 \
+	VMOVUPS s3, d3 \
+	VMOVUPS s4, d4 \
+	VMOVUPS s5, d5 \
+	VMOVUPS s6, d6 \
+	VMOVUPS s7, d7 \
+	VMOVUPS s8, d8 \
+	VMOVUPS s9, d9 \
+	VMOVUPS s10, d10 \
+	VMOVUPS s11, d11
 
 #define STORE2(fold) \
 	MOVQ A_O0(DX), R10 \
@@ -279,6 +409,9 @@ f32zdone:
 
 // func gemmF16x1x3AVX2(a *gemmArgs)
 TEXT ·gemmF16x1x3AVX2(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), DX
+
+f16yg:
 	SETUP2
 
 f16y:
@@ -290,12 +423,25 @@ f16y:
 	CMPQ AX, BX
 	JLT  f16y
 
+	MOVQ  A_FL(DX), CX
+	TESTQ $2, CX
+	JNZ   fold
+	ACC2(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, (R13), 32(R13), 64(R13), 96(R13), 128(R13), 160(R13), 192(R13), 224(R13), 256(R13), 288(R13), 320(R13), 352(R13))
+	JMP   f16ynext
+
+fold:
 	STORE2(F16FOLD2)
+
+f16ynext:
+	NEXTGROUP(1, 384, f16yg)
 	VZEROUPPER
 	RET
 
 // func gemmF32x1x3AVX2(a *gemmArgs)
 TEXT ·gemmF32x1x3AVX2(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), DX
+
+f32yg:
 	SETUP2
 
 f32y:
@@ -307,7 +453,17 @@ f32y:
 	CMPQ AX, BX
 	JLT  f32y
 
+	MOVQ  A_FL(DX), CX
+	TESTQ $2, CX
+	JNZ   fold
+	ACC2(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, (R13), 32(R13), 64(R13), 96(R13), 128(R13), 160(R13), 192(R13), 224(R13), 256(R13), 288(R13), 320(R13), 352(R13))
+	JMP   f32ynext
+
+fold:
 	STORE2(F32FOLD2)
+
+f32ynext:
+	NEXTGROUP(1, 384, f32yg)
 	VZEROUPPER
 	RET
 

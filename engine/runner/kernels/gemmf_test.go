@@ -38,7 +38,7 @@ func TestFloatGEMM(t *testing.T) {
 	r := rand.New(rand.NewPCG(61, 62))
 	for _, level := range gemmLevels() {
 		for _, typ := range []gguf.TensorType{gguf.F16, gguf.F32} {
-			for _, cols := range []int{32, 96, 512, 40} {
+			for _, cols := range []int{32, 96, 512, 800, 40} {
 				if cols%32 != 0 && typ == gguf.F16 {
 					continue
 				}
