@@ -13,31 +13,6 @@ import (
 	"meshd/engine/runner/gguf"
 )
 
-// fmaPeakGFLOPS is the single-precision multiply-add rate, in GFLOP/s
-// (a multiply-add is two), that the pool's workers reach together at
-// dispatch level with no memory traffic: the baseline a compute-bound
-// product (a prompt) is measured against. 0 where there is no kernel.
-func fmaPeakGFLOPS(p *Pool, level, rounds int) float64 {
-	flops, f := 0, fmaPeakAVX2
-	switch level {
-	case gemmAVX512:
-		flops, f = 2*16*24*rounds, fmaPeakAVX512
-	case gemmAVX2:
-		flops = 2 * 8 * 12 * rounds
-	default:
-		return 0
-	}
-	w := p.Workers()
-	secs := timeIt(func() {
-		p.For(w, 1, func(lo, hi int) {
-			for range hi - lo {
-				f(rounds)
-			}
-		})
-	})
-	return float64(flops*w) / secs / 1e9
-}
-
 func fmaPeakAVXn(level, rounds int) {
 	if level == gemmAVX512 {
 		fmaPeakAVX512(rounds)
@@ -72,10 +47,13 @@ func BenchmarkGemmTune(b *testing.B) {
 	}
 	b.Logf("peak %.1f", pk)
 	for _, kc := range []int{2048} {
-		for _, fl := range []int{2, 3, 1} {
-			w := make([]float32, 4*kc)
-			x := make([]float32, 3*kc)
-			o := make([]float32, 12)
+		for _, fl := range []int{2, 6, 10, 14} {
+			// fl>>2: row groups (the rows 4·kc apart, all different).
+			ng := max(1, fl>>2)
+			fl &= 3
+			w := randVec(r, 4*ng*kc, 0.02)
+			x := randVec(r, 3*kc, 1)
+			o := make([]float32, 12*ng+16)
 			acc := make([]float32, gemmAccWords)
 			a := gemmArgs{nb: kc / 32, nr: 4, acc: uintptr(unsafe.Pointer(&acc[0])), fl: fl}
 			set := func() {
@@ -85,7 +63,7 @@ func BenchmarkGemmTune(b *testing.B) {
 				for j := range 3 {
 					a.x[j], a.out[j] = uintptr(unsafe.Pointer(&x[j*kc])), uintptr(unsafe.Pointer(&o[j*4]))
 				}
-				a.acc, a.ng = uintptr(unsafe.Pointer(&acc[0])), 1
+				a.acc, a.ng, a.ws = uintptr(unsafe.Pointer(&acc[0])), ng, 16*kc
 			}
 			var secs []float64
 			n := 1 << 24 / kc
@@ -97,8 +75,8 @@ func BenchmarkGemmTune(b *testing.B) {
 				}
 				secs = append(secs, threadNS()-t0)
 			}
-			g := float64(2*16*12*2*kc/32*n) / median(secs) / 1e9
-			b.Logf("kernel kc=%d fl=%d: %.1f GFLOP/s (%.2f)", kc, fl, g, g/pk)
+			g := float64(2*16*12*2*kc/32*n*ng) / median(secs) / 1e9
+			b.Logf("kernel kc=%d fl=%d ng=%d: %.1f GFLOP/s (%.2f)", kc, fl, ng, g, g/pk)
 		}
 	}
 	for _, sh := range [][2]int{{2048, 2048}, {5632, 2048}, {2048, 5632}} {
@@ -107,7 +85,7 @@ func BenchmarkGemmTune(b *testing.B) {
 			m, _ := NewMatrix(typ, sh[0], sh[1], enc)
 			x := randVec(r, T*sh[1], 1)
 			out := make([]float32, T*sh[0])
-			for _, cfg := range [][5]int{{16, 256, 6, 2, 64}, {16, 256, 6, 2, 16}, {16, 256, 12, 2, 64}, {16, 512, 6, 2, 64}, {16, 1 << 20, 3, 2, 64}, {16, 256, 6, 1, 64}, {16, 1 << 20, 3, 1, 64}} {
+			for _, cfg := range [][5]int{{4, 1 << 20, 3, 2, 64}, {8, 1 << 20, 3, 2, 64}, {4, 512, 3, 2, 64}, {16, 512, 6, 2, 64}, {16, 1 << 20, 3, 2, 64}} {
 				gemmTile, gemmKC, gemmTB, gemmLevel, gemmPad = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4]
 				xs := sh[1] + gemmPad
 				xp := make([]float32, T*xs)

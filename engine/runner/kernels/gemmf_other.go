@@ -10,3 +10,8 @@ func detectGemmLevel() int { return gemmOff }
 // mulFloat: MatMul runs F16 and F32 matrices through the row kernels
 // per token.
 func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool { return false }
+
+// fmaPeakRound: no kernel, no peak.
+func fmaPeakRound(level int) (int, string) { return 0, "none" }
+
+func fmaPeakRun(level, rounds int) {}

@@ -112,6 +112,15 @@ func testFloatGEMM(t *testing.T, r *rand.Rand, level int, typ gguf.TensorType, r
 	}
 }
 
+// fmaPeakGFLOPS is FMAPeak at level, in GFLOP/s, over about 60 ms.
+func fmaPeakGFLOPS(p *Pool, level, rounds int) float64 {
+	defer func(l int) { gemmLevel = l }(gemmLevel)
+	gemmLevel = level
+	var f float64
+	timeIt(func() { f, _ = FMAPeak(p, rounds) })
+	return f / 1e9
+}
+
 // BenchmarkFloatGEMM measures a 128-token MatMul of F16 and F32
 // matrices of the model's shapes (2048×2048, 5632×2048, 2048×5632) at
 // every dispatch level this CPU has, AVX-512 and AVX2 forced in turn,
