@@ -32,10 +32,19 @@ func gemmLevelName(l int) string {
 // the row kernels), on pools of one and two workers: MatVec's results
 // bit for bit (the row kernels' sums in the same lanes, folded the same
 // way), within float32 rounding of a float64 reference, and nothing
-// written past the output.
+// written past the output; with whole rows and with column blocks.
 func TestFloatGEMM(t *testing.T) {
-	defer func(l int) { gemmLevel = l }(gemmLevel)
+	defer func(l, kc, tb int) { gemmLevel, gemmKC, gemmTB = l, kc, tb }(gemmLevel, gemmKC, gemmTB)
 	r := rand.New(rand.NewPCG(61, 62))
+	// Whole rows, and blocks of 64 and 256 columns with six and three
+	// tokens, whose sums wait in memory between blocks.
+	for _, blk := range [][2]int{{gemmKC, gemmTB}, {64, 6}, {256, 3}} {
+		gemmKC, gemmTB = blk[0], blk[1]
+		testFloatGEMMLevels(t, r, blk[0])
+	}
+}
+
+func testFloatGEMMLevels(t *testing.T, r *rand.Rand, kc int) {
 	for _, level := range gemmLevels() {
 		for _, typ := range []gguf.TensorType{gguf.F16, gguf.F32} {
 			for _, cols := range []int{32, 96, 512, 800, 40} {
@@ -43,7 +52,7 @@ func TestFloatGEMM(t *testing.T) {
 					continue
 				}
 				for _, rows := range []int{1, 2, 3, 5, 7, 16, 17, 37} {
-					name := fmt.Sprintf("%s/%s/%dx%d", gemmLevelName(level), typ, rows, cols)
+					name := fmt.Sprintf("kc%d/%s/%s/%dx%d", min(kc, 1<<20), gemmLevelName(level), typ, rows, cols)
 					t.Run(name, func(t *testing.T) {
 						testFloatGEMM(t, r, level, typ, rows, cols)
 					})
