@@ -68,24 +68,6 @@ func detectGemmLevel() int {
 	return gemmOff
 }
 
-// gemmTile is the rows a worker converts to float32 at once (F16; F32
-// rows are copied, for gemmPad) and runs every token against; gemmKC
-// the columns and gemmTB the tokens (a multiple of three) of a block,
-// whose sums wait in memory for the next. On one core of a Xeon with
-// 48 KiB of L1 and 2 MiB of L2 (shared with other work, timed in thread
-// CPU time), whole rows ran as fast as 512-column blocks of six tokens
-// or faster (F16 2048×2048: 80 against 68-78 GFLOP/s; 2048×5632: 66-72
-// against 65-71), and 256- or 128-column blocks slower still: the
-// sums' trips to memory cost what the blocks save. So a block is a
-// whole row by default; the tests run smaller ones.
-var gemmTile, gemmKC, gemmTB = 16, 1 << 30, 3
-
-// gemmPad is the float32 words added to the length of each row of the
-// converted tile and of the tokens' copy: rows of a power-of-two length
-// would all fall in the same few sets of L1 and evict each other; a
-// 256-byte step spreads a block's rows over all of them.
-var gemmPad = 64
-
 // gemmXs holds a product's copy of the tokens, kept between products.
 var gemmXs = sync.Pool{New: func() any { return new([]float32) }}
 
