@@ -560,3 +560,20 @@ peaky:
 	JNZ         peaky
 	VZEROUPPER
 	RET
+
+// func prefetchL2(p uintptr, lines int)
+// Asks for the lines 64-byte lines from p into L2, reading nothing.
+TEXT ·prefetchL2(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ lines+8(FP), CX
+	TESTQ CX, CX
+	JLE  pfdone
+
+pfloop:
+	PREFETCHT1 (SI)
+	ADDQ       $64, SI
+	DECQ       CX
+	JNZ        pfloop
+
+pfdone:
+	RET
