@@ -9,7 +9,8 @@
 #                      in its npm package, under llama/llama.cpp)
 #   --ik SRC           an ik_llama.cpp source checkout
 #   --mainline-bin B   use this llama-server instead of building SRC
-#   --ik-bin B         likewise for ik_llama.cpp
+#   --ik-bin B         likewise for ik_llama.cpp ("none" for either: leave
+#                      that server out; its ratios print as -)
 #   --avx2             build both with AVX2 only (-DGGML_NATIVE=OFF
 #                      -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 #                      -DGGML_AVX512=OFF) and force mesh-gguf down with
@@ -93,6 +94,7 @@ build() {
 }
 [ -n "$mainline_bin" ] || mainline_bin=$(build mainline "$mainline_src")
 [ -n "$ik_bin" ] || ik_bin=$(build ik "$ik_src")
+[ "$mainline_bin" != none ] || [ "$ik_bin" != none ] || { echo "compare-llama: nothing to compare with" >&2; exit 2; }
 
 (cd "$root" && go build -o "$work/bin/" ./cmd/mesh-gguf ./cmd/meshctl)
 
@@ -141,15 +143,22 @@ for typ in $types; do
 		GODEBUG=$godebug "$work/bin/mesh-gguf" -m "$model" -t "$t" -c 512 --port 18181 >"$log-mesh.log" 2>&1 &
 		pids+=($!)
 		wait_up 18181 "${pids[-1]}" "$log-mesh.log"
-		"$mainline_bin" -m "$model" -t "$t" -tb "$t" -c 512 -np 1 --port 18182 >"$log-mainline.log" 2>&1 &
-		pids+=($!)
-		wait_up 18182 "${pids[-1]}" "$log-mainline.log"
-		"$ik_bin" -m "$model" -t "$t" -tb "$t" -c 512 -np 1 --port 18183 >"$log-ik.log" 2>&1 &
-		pids+=($!)
-		wait_up 18183 "${pids[-1]}" "$log-ik.log"
-		for port in 18181 18182 18183; do complete $port >/dev/null; done # warm up
+		servers=(mesh:18181)
+		if [ "$mainline_bin" != none ]; then
+			"$mainline_bin" -m "$model" -t "$t" -tb "$t" -c 512 -np 1 --port 18182 >"$log-mainline.log" 2>&1 &
+			pids+=($!)
+			wait_up 18182 "${pids[-1]}" "$log-mainline.log"
+			servers+=(mainline:18182)
+		fi
+		if [ "$ik_bin" != none ]; then
+			"$ik_bin" -m "$model" -t "$t" -tb "$t" -c 512 -np 1 --port 18183 >"$log-ik.log" 2>&1 &
+			pids+=($!)
+			wait_up 18183 "${pids[-1]}" "$log-ik.log"
+			servers+=(ik:18183)
+		fi
+		for s in "${servers[@]}"; do complete "${s##*:}" >/dev/null; done # warm up
 		for r in $(seq 1 "$rounds"); do
-			for s in mesh:18181 mainline:18182 ik:18183; do
+			for s in "${servers[@]}"; do
 				echo "$typ $t ${s%%:*} $r $(complete "${s##*:}")" >>"$results"
 			done
 		done
@@ -174,7 +183,7 @@ for typ in types:
     cells = []
     for _, t, i in cols:
         m, a, k = (med.get((typ, t, s)) for s in ("mesh", "mainline", "ik"))
-        cells.append("%.2f / %.2f" % (m[i] / a[i], m[i] / k[i]) if m and a and k else "-")
+        cells.append(" / ".join("%.2f" % (m[i] / o[i]) if m and o else "-" for o in (a, k)))
     print(f"| {typ} | " + " | ".join(cells) + " |")
 print()
 print("absolute t/s, mesh-gguf / mainline / ik_llama.cpp")
