@@ -24,9 +24,10 @@ const (
 var gemmTile, gemmKC, gemmTB = 16, 1 << 30, 3
 
 // gemmPad is the float32 words added to the length of each row of the
-// converted tile and of the tokens' copy: rows of a power-of-two length
-// would all fall in the same few sets of L1 and evict each other; a
-// 256-byte step spreads a block's rows over all of them.
+// converted tile: rows of a power-of-two length would all fall in the
+// same few sets of L1 and evict each other; a 256-byte step spreads a
+// block's rows over all of them. (A padded copy of the tokens too ran
+// no faster, and cost an allocation per product.)
 var gemmPad = 64
 
 // FMAPeak runs rounds rounds of independent single-precision

@@ -72,9 +72,6 @@ func detectGemmLevel() int {
 	return gemmOff
 }
 
-// gemmXs holds a product's copy of the tokens, kept between products.
-var gemmXs = sync.Pool{New: func() any { return new([]float32) }}
-
 // gemmAccWords is the float32 words a kernel call's sums take: 24 zmm
 // registers (AVX-512) or 12 ymm (AVX2).
 const gemmAccWords = 24 * 16
@@ -98,15 +95,6 @@ func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool {
 	_ = out[T*rows-1]
 	tileRows := gemmTile
 	xs := cols + gemmPad
-	xpp := gemmXs.Get().(*[]float32)
-	defer gemmXs.Put(xpp)
-	if len(*xpp) < T*xs {
-		*xpp = make([]float32, T*xs)
-	}
-	xp := (*xpp)[:T*xs]
-	for t := range T {
-		copy(xp[t*xs:t*xs+cols], x[t*cols:(t+1)*cols])
-	}
 	p.For(rows, tileRows, func(lo, hi int) {
 		buf := gemmBufs.Get().(*gemmBuf)
 		defer gemmBufs.Put(buf)
@@ -118,15 +106,15 @@ func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool {
 		}
 		for r0 := lo; r0 < hi; r0 += tileRows {
 			r1 := min(r0+tileRows, hi)
-			m.gemmTile(level, r0, r1, out, xp, xs, T, buf)
+			m.gemmTile(level, r0, r1, out, x, xs, T, buf)
 		}
 	})
 	return true
 }
 
 // gemmTile runs rows [r0, r1) (at most gemmTile) against every token
-// (token t's activation at x[t·xs:], xs = Cols + gemmPad), converting
-// or copying the rows into buf's tile, xs words apart.
+// (token t's activation at x[t·Cols:]), converting or copying the rows
+// into buf's tile, xs = Cols + gemmPad words apart.
 func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, xs, T int, buf *gemmBuf) {
 	cols, rows := m.Cols, m.Rows
 	n := r1 - r0
@@ -193,7 +181,7 @@ func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, xs, T int, buf *g
 				acc := acc[(t-tb0)/3*accGroup:]
 				for j := range 3 {
 					tk := min(t+j, tb1-1)
-					a.x[j] = uintptr(unsafe.Pointer(&x[tk*xs+k0]))
+					a.x[j] = uintptr(unsafe.Pointer(&x[tk*cols+k0]))
 				}
 				// The full groups of step rows in one call, then the
 				// last rows, their last repeated.
