@@ -43,16 +43,12 @@ func cvtF16F32AVX2(dst *float32, src *byte, n int)
 func prefetchL2(p uintptr, lines int)
 
 //go:noescape
-func gemmF16x4x3AVX512(a *gemmArgs)
+func gemmx4x3AVX512(a *gemmArgs)
+
 
 //go:noescape
-func gemmF32x4x3AVX512(a *gemmArgs)
+func gemmx1x3AVX2(a *gemmArgs)
 
-//go:noescape
-func gemmF16x1x3AVX2(a *gemmArgs)
-
-//go:noescape
-func gemmF32x1x3AVX2(a *gemmArgs)
 
 // gemmLevel is the float GEMM's dispatch (gemmf.go's levels): four rows
 // × three tokens in zmm registers where the CPU has AVX-512F (all the
@@ -144,15 +140,11 @@ func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, xs, T int, buf *g
 		pfLines = (nextLines + (T+2)/3 - 1) / ((T + 2) / 3)
 	}
 	var a gemmArgs
-	kernel := gemmF32x1x3AVX2
-	step := 1
-	switch {
-	case level == gemmAVX512 && f16:
-		kernel, step = gemmF16x4x3AVX512, 4
-	case level == gemmAVX512:
-		kernel, step = gemmF32x4x3AVX512, 4
-	case f16:
-		kernel = gemmF16x1x3AVX2
+	// F16 and F32 rows are float32 here alike, and both run the fused
+	// multiply-add kernels (dotF32MatRows).
+	kernel, step := gemmx1x3AVX2, 1
+	if level == gemmAVX512 {
+		kernel, step = gemmx4x3AVX512, 4
 	}
 	// A call's sums (24 zmm or 12 ymm registers), a token group's.
 	accCall := gemmAccWords * step / 4
@@ -240,4 +232,32 @@ func fmaPeakRun(level, rounds int) {
 	} else {
 		fmaPeakAVX2(rounds)
 	}
+}
+
+// dotF32MatRows sets out[i] to the product of x with the F32 row i of
+// w, rows rowBytes apart, as the float GEMM computes it: in the lanes,
+// order and fold of dotF16RowsAVX2, with fused multiply-adds (DotF32,
+// which rounds each product, is left to the rows it cannot take). It
+// runs the GEMM's one-row kernel with the token thrice (the repeats
+// write the same value to the same place): a decode step is bound by
+// memory, not by those multiply-adds. It reports false, doing nothing,
+// without AVX2 or for a length not a multiple of 32, where MatMul too
+// runs DotF32's rows, so that MatVec and MatMul give the same bits.
+func dotF32MatRows(w []byte, rowBytes int, x, out []float32) bool {
+	n, cols := len(out), len(x)
+	if !hasAVX2 || n == 0 || cols == 0 || cols%32 != 0 {
+		return false
+	}
+	_ = w[(n-1)*rowBytes+4*cols-1]
+	xp := uintptr(unsafe.Pointer(&x[0]))
+	a := gemmArgs{nb: cols / 32, nr: 1, fl: 2, ng: n, ws: rowBytes}
+	a.w[0] = uintptr(unsafe.Pointer(&w[0]))
+	a.x = [3]uintptr{xp, xp, xp}
+	op := uintptr(unsafe.Pointer(&out[0]))
+	a.out = [3]uintptr{op, op, op}
+	gemmx1x3AVX2(&a)
+	runtime.KeepAlive(w)
+	runtime.KeepAlive(x)
+	runtime.KeepAlive(out)
+	return true
 }

@@ -3,22 +3,20 @@
 #include "textflag.h"
 
 // The float GEMM: F16 and F32 rows against several tokens at once, on
-// rows held as float32 (F16 tiles are converted once per tile by
-// cvtF16F32AVX2, F32 rows are read where they lie), so the weights of a
-// tile are converted and loaded once per group of tokens instead of once
-// per token, and the inner loop is nothing but loads and multiply-adds.
+// rows held as float32 (a tile of F16 rows is converted once by
+// cvtF16F32AVX2, F32 rows copied), so the weights of a tile are
+// converted and loaded once per group of tokens instead of once per
+// token, and the inner loop is nothing but loads and multiply-adds.
 //
-// Every (row, token) sum is the row kernel's, lane for lane and rounding
-// for rounding, so MatMul's results equal MatVec's bit for bit: the row
-// kernels keep 32 sums per product, one per column mod 32, in four
-// chains of eight (Y0-Y3 of dotF16RowsAVX2 and dotF32RowsAVX2, values
-// 0-7, 8-15, 16-23, 24-31 of each 32), advanced in column order; here a
-// pair's sums are two zmm registers (chains 0|1 and 2|3) or four ymm
-// registers, advanced in the same order with the same operation (a fused
-// multiply-add for F16, VMULPS then VADDPS for F32, as DotF32 rounds the
-// product first), and folded as the row kernels fold: F16 (c0+c1) +
-// (c2+c3), F32 (c0+c2) + (c1+c3), then the halves and two horizontal
-// adds. Every sum starts at +0, as there.
+// Every (row, token) sum is formed as dotF16RowsAVX2 forms an F16
+// row's, lane for lane and rounding for rounding, so MatMul's results
+// equal MatVec's bit for bit (F32 rows take the one-row kernel for
+// MatVec too, dotF32MatRows): 32 sums per product, one per column mod
+// 32, in four chains of eight (values 0-7, 8-15, 16-23, 24-31 of each
+// 32), advanced in column order by fused multiply-adds; here a pair's
+// sums are two zmm registers (chains 0|1 and 2|3) or four ymm
+// registers, folded as (c0+c1) + (c2+c3), then the halves and two
+// horizontal adds. Every sum starts at +0.
 //
 // gemmArgs: w[4] row pointers (a tile of fewer rows repeats its last),
 // x[3] token pointers, out[3] where row w[0] of each token goes, the
@@ -68,7 +66,7 @@
 //
 // Z0-Z23 the sums, pair p = 3r + t in Z(2p) (columns 0-15 of each 32)
 // and Z(2p+1) (16-31); Z24-Z27 the four rows' sixteen values, Z28 a
-// token's, Z29 the F32 product. AX the byte offset into every row and
+// token's, Z28 and Z29 temporaries of the fold. AX the byte offset into every row and
 // token, BX its end.
 
 #define LOADW(off) \
@@ -86,17 +84,6 @@
 	VFMADD231PS Z26, Z28, c \
 	VFMADD231PS Z27, Z28, d
 
-#define MULADD(w, acc) \
-	VMULPS Z28, w, Z29 \
-	VADDPS Z29, acc, acc
-
-#define MA4(xp, off, a, b, c, d) \
-	VMOVUPS off(xp)(AX*1), Z28 \
-	MULADD(Z24, a) \
-	MULADD(Z25, b) \
-	MULADD(Z26, c) \
-	MULADD(Z27, d)
-
 // REDSTORE reduces lanes 0-7 of Z0 as REDUCE8 does and stores the sum.
 #define REDSTORE(dst) \
 	VEXTRACTF128 $1, Y0, X1 \
@@ -112,12 +99,6 @@
 	VEXTRACTF64X4 $1, b, Y29 \
 	VADDPS        Z29, b, b \
 	VADDPS        b, a, Z0
-
-// F32FOLD leaves (c0+c2)+(c1+c3) of the pair (a, b) in lanes 0-7 of Z0.
-#define F32FOLD(a, b) \
-	VADDPS        b, a, Z0 \
-	VEXTRACTF64X4 $1, Z0, Y28 \
-	VADDPS        Z28, Z0, Z0
 
 #define ZEROACC512 \
 	VPXORD Z0, Z0, Z0 \
@@ -244,8 +225,8 @@ start:
 	JLE  done \
 	STOREROW512(fold, 3, Z18, Z19, Z20, Z21, Z22, Z23)
 
-// func gemmF16x4x3AVX512(a *gemmArgs)
-TEXT ·gemmF16x4x3AVX512(SB), NOSPLIT, $0-8
+// func gemmx4x3AVX512(a *gemmArgs)
+TEXT ·gemmx4x3AVX512(SB), NOSPLIT, $0-8
 	MOVQ a+0(FP), DX
 
 f16zg:
@@ -278,60 +259,19 @@ f16zdone:
 	VZEROUPPER
 	RET
 
-// func gemmF32x4x3AVX512(a *gemmArgs)
-TEXT ·gemmF32x4x3AVX512(SB), NOSPLIT, $0-8
-	MOVQ a+0(FP), DX
-
-f32zg:
-	SETUP512
-
-f32z:
-	LOADW(0)
-	MA4(R10, 0, Z0, Z6, Z12, Z18)
-	MA4(R11, 0, Z2, Z8, Z14, Z20)
-	MA4(R12, 0, Z4, Z10, Z16, Z22)
-	LOADW(64)
-	MA4(R10, 64, Z1, Z7, Z13, Z19)
-	MA4(R11, 64, Z3, Z9, Z15, Z21)
-	MA4(R12, 64, Z5, Z11, Z17, Z23)
-	ADDQ $128, AX
-	CMPQ AX, BX
-	JLT  f32z
-
-	MOVQ  A_FL(DX), CX
-	TESTQ $2, CX
-	JNZ   fold
-	ACC512S((R13), 64(R13), 128(R13), 192(R13), 256(R13), 320(R13), 384(R13), 448(R13), 512(R13), 576(R13), 640(R13), 704(R13), 768(R13), 832(R13), 896(R13), 960(R13), 1024(R13), 1088(R13), 1152(R13), 1216(R13), 1280(R13), 1344(R13), 1408(R13), 1472(R13))
-	JMP   f32zdone
-
-fold:
-	STORE512(F32FOLD, f32zdone)
-
-f32zdone:
-	NEXTGROUP(4, 1536, f32zg)
-	VZEROUPPER
-	RET
-
 // ---- AVX2: one row × three tokens ------------------------------------
 //
 // Y0-Y11 the sums, token t's four chains in Y(4t)-Y(4t+3); Y12 the
-// row's eight values, Y13 the F32 product. Only w[0] is read and only
-// row 0 stored: the caller walks the rows.
+// row's eight values, Y13 a temporary of the fold. Only w[0] is read
+// and row 0 stored, a group being one row. The rows are prefetched as
+// dotF16RowsAVX2 prefetches its own (2 KiB ahead into L1, 8 KiB into
+// L2), for dotF32MatRows, whose rows stream from memory.
 
 #define FMA3(off, a, b, c) \
 	VMOVUPS     off(SI)(AX*1), Y12 \
 	VFMADD231PS off(R10)(AX*1), Y12, a \
 	VFMADD231PS off(R11)(AX*1), Y12, b \
 	VFMADD231PS off(R12)(AX*1), Y12, c
-
-#define MA3(off, a, b, c) \
-	VMOVUPS off(SI)(AX*1), Y12 \
-	VMULPS  off(R10)(AX*1), Y12, Y13 \
-	VADDPS  Y13, a, a \
-	VMULPS  off(R11)(AX*1), Y12, Y13 \
-	VADDPS  Y13, b, b \
-	VMULPS  off(R12)(AX*1), Y12, Y13 \
-	VADDPS  Y13, c, c
 
 #define RED2(a, x, dst) \
 	VEXTRACTF128 $1, a, X13 \
@@ -345,12 +285,6 @@ f32zdone:
 	VADDPS c1, c0, c0 \
 	VADDPS c3, c2, c2 \
 	VADDPS c2, c0, c0
-
-// As dotF32RowsAVX2 folds: (c0+c2)+(c1+c3).
-#define F32FOLD2(c0, c1, c2, c3) \
-	VADDPS c2, c0, c0 \
-	VADDPS c3, c1, c1 \
-	VADDPS c1, c0, c0
 
 #define SETUP2 \
 	MOVQ   A_W0(DX), SI \
@@ -407,14 +341,18 @@ start:
 	fold(Y8, Y9, Y10, Y11) \
 	RED2(Y8, X8, (R12))
 
-// func gemmF16x1x3AVX2(a *gemmArgs)
-TEXT ·gemmF16x1x3AVX2(SB), NOSPLIT, $0-8
+// func gemmx1x3AVX2(a *gemmArgs)
+TEXT ·gemmx1x3AVX2(SB), NOSPLIT, $0-8
 	MOVQ a+0(FP), DX
 
 f16yg:
 	SETUP2
 
 f16y:
+	PREFETCHT0 2048(SI)(AX*1)
+	PREFETCHT0 2112(SI)(AX*1)
+	PREFETCHT1 8192(SI)(AX*1)
+	PREFETCHT1 8256(SI)(AX*1)
 	FMA3(0, Y0, Y4, Y8)
 	FMA3(32, Y1, Y5, Y9)
 	FMA3(64, Y2, Y6, Y10)
@@ -434,36 +372,6 @@ fold:
 
 f16ynext:
 	NEXTGROUP(1, 384, f16yg)
-	VZEROUPPER
-	RET
-
-// func gemmF32x1x3AVX2(a *gemmArgs)
-TEXT ·gemmF32x1x3AVX2(SB), NOSPLIT, $0-8
-	MOVQ a+0(FP), DX
-
-f32yg:
-	SETUP2
-
-f32y:
-	MA3(0, Y0, Y4, Y8)
-	MA3(32, Y1, Y5, Y9)
-	MA3(64, Y2, Y6, Y10)
-	MA3(96, Y3, Y7, Y11)
-	ADDQ $128, AX
-	CMPQ AX, BX
-	JLT  f32y
-
-	MOVQ  A_FL(DX), CX
-	TESTQ $2, CX
-	JNZ   fold
-	ACC2(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, (R13), 32(R13), 64(R13), 96(R13), 128(R13), 160(R13), 192(R13), 224(R13), 256(R13), 288(R13), 320(R13), 352(R13))
-	JMP   f32ynext
-
-fold:
-	STORE2(F32FOLD2)
-
-f32ynext:
-	NEXTGROUP(1, 384, f32yg)
 	VZEROUPPER
 	RET
 

@@ -15,3 +15,6 @@ func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool { return false 
 func fmaPeakRound(level int) (int, string) { return 0, "none" }
 
 func fmaPeakRun(level, rounds int) {}
+
+// dotF32MatRows: the F32 rows go to DotF32.
+func dotF32MatRows(w []byte, rowBytes int, x, out []float32) bool { return false }
