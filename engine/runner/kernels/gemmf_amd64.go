@@ -45,10 +45,8 @@ func prefetchL2(p uintptr, lines int)
 //go:noescape
 func gemmx4x3AVX512(a *gemmArgs)
 
-
 //go:noescape
 func gemmx1x3AVX2(a *gemmArgs)
-
 
 // gemmLevel is the float GEMM's dispatch (gemmf.go's levels): four rows
 // × three tokens in zmm registers where the CPU has AVX-512F (all the
