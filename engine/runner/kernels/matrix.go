@@ -115,7 +115,9 @@ func (m *Matrix) dotRows(lo, hi int, out, x []float32, qx *QVec) {
 	case gguf.BF16:
 		dotBF16Rows(w, m.rowBytes, x[:m.Cols], out)
 	default: // F32, the one type NewMatrix admits besides those above
-		dotF32Rows(w, m.rowBytes, x[:m.Cols], out)
+		if !dotF32MatRows(w, m.rowBytes, x[:m.Cols], out) {
+			dotF32Rows(w, m.rowBytes, x[:m.Cols], out)
+		}
 	}
 }
 

@@ -281,8 +281,23 @@ func (ws *weightStream) pass(pool *kernels.Pool, mode int) float64 {
 	return time.Since(t).Seconds()
 }
 
+// promptFLOPs is the FLOP per token of an n-token prompt: two per
+// weight of every layer matrix, and of the output projection once per
+// prompt (only the last token's logits are computed); attention is left
+// out (a few percent at 128 tokens).
+func promptFLOPs(m *Model, n int) float64 {
+	var w float64
+	for _, l := range m.layers {
+		for _, mt := range []*kernels.Matrix{l.q, l.k, l.v, l.o, l.gate, l.up, l.down} {
+			w += float64(mt.Rows) * float64(mt.Cols)
+		}
+	}
+	w += float64(m.output.Rows) * float64(m.output.Cols) / float64(n)
+	return 2 * w
+}
+
 // BenchmarkPromptVsDecode measures, per weight type that kernels and gguf
-// handle at run time (F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+// handle at run time (F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
 // Q6_K; others are skipped with a note), on a synthetic dim-2048 8-layer model with every
 // core (-cpu sets them): decode tok/s, the decode rate's fraction of the
 // bandwidth bound, prompt tok/s for a 128-token batched prompt,
@@ -312,7 +327,8 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 	}
 	q8File := lazyQ8(b)
 	var table []string
-	for _, typ := range []gguf.TensorType{gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
+	var fmaWidth string
+	for _, typ := range []gguf.TensorType{gguf.F32, gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		b.Run(typ.String(), func(b *testing.B) {
 			m, why := benchModel(b, typ, q8File)
 			if m == nil {
@@ -332,7 +348,8 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 			wb := float64(m.WeightBytesPerToken())
-			var dec, pr, ratio, bw, frac, peak, fracPeak []float64
+			fl := promptFLOPs(m, promptN)
+			var dec, pr, ratio, bw, frac, peak, fracPeak, fma, fracFMA []float64
 			// Each b.Loop iteration runs reps interleaved repetitions, so
 			// the medians have several samples even when the bench time
 			// allows one iteration (make bench's 1 s).
@@ -367,17 +384,26 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 					frac = append(frac, d*wb/w)
 					fracPeak = append(fracPeak, d*wb/peak[len(peak)-1])
 
+					f, width := kernels.FMAPeak(pool, 1<<16)
+					fma, fmaWidth = append(fma, f), width
 					st.Truncate(0)
 					t := time.Now()
 					if _, err := st.EvalBatch(ctx, prompt); err != nil {
 						b.Fatal(err)
 					}
 					pr = append(pr, promptN/time.Since(t).Seconds())
+					if f > 0 {
+						fracFMA = append(fracFMA, pr[len(pr)-1]*fl/f)
+					}
 					ratio = append(ratio, pr[len(pr)-1]/dec[len(dec)-1])
 				}
 			}
 			d, p, r, w, f := median(dec), median(pr), median(ratio), median(bw), median(frac)
 			pk, fp := median(peak), median(fracPeak)
+			var ff float64
+			if len(fracFMA) > 0 {
+				ff = median(fracFMA)
+			}
 			b.ReportMetric(d, "decode-tok/s")
 			b.ReportMetric(w/wb, "bound-tok/s")
 			b.ReportMetric(f, "frac-of-bound")
@@ -388,12 +414,15 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 			b.ReportMetric(pk/1e9, "peak-GB/s")
 			b.ReportMetric(fp, "frac-of-peak")
 			b.ReportMetric(float64(len(dec)), "reps")
-			table = append(table, fmt.Sprintf("%-5s %8.0f MB %8.2f %8.2f %6.2f %6.2f %9.2f %8.2f %7.2f %6.1f %6.1f %3d", typ,
-				wb/1e6, d, w/wb, f, fp, p, r, p*wb/w, w/1e9, pk/1e9, len(dec)))
+			b.ReportMetric(p*fl/1e9, "prompt-GFLOP/s")
+			b.ReportMetric(ff, "prompt-frac-of-fma")
+			table = append(table, fmt.Sprintf("%-5s %8.0f MB %8.2f %8.2f %6.2f %6.2f %9.2f %8.2f %7.2f %6.1f %6.1f %3d %8.1f %6.3f", typ,
+				wb/1e6, d, w/wb, f, fp, p, r, p*wb/w, w/1e9, pk/1e9, len(dec), p*fl/1e9, ff))
 		})
 	}
 	// Printed: the log of a benchmark that has sub-benchmarks is not.
-	fmt.Printf("medians over interleaved repetitions, %d-token prompt, %d decode steps, %d threads, %s kernels\n"+
-		"type  bytes/token decode/s  bound/s  frac  f-peak prompt/s  p/d-ratio p/bound GB/s  peak reps\n%s\n",
-		promptN, decodeN, runtime.GOMAXPROCS(0), kernels.DispatchLevel(), strings.Join(table, "\n"))
+	fmt.Printf("medians over interleaved repetitions, %d-token prompt, %d decode steps, %d threads, %s kernels; "+
+		"p-GFLOP/s: the prompt's multiply-adds (two FLOP each) per second, f-fma: its fraction of the same run's %s float multiply-add peak (kernels.FMAPeak)\n"+
+		"type  bytes/token decode/s  bound/s  frac  f-peak prompt/s  p/d-ratio p/bound GB/s  peak reps p-GFLOP/s  f-fma\n%s\n",
+		promptN, decodeN, runtime.GOMAXPROCS(0), kernels.DispatchLevel(), fmaWidth, strings.Join(table, "\n"))
 }

@@ -1,0 +1,213 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"meshd/engine/runner/gguf"
+)
+
+// gemmLevels are the float GEMM dispatch levels this CPU can run, the
+// highest first, then the row kernels alone (gemmOff).
+func gemmLevels() []int {
+	var ls []int
+	for l := detectGemmLevel(); l > gemmOff; l-- {
+		ls = append(ls, l)
+	}
+	return append(ls, gemmOff)
+}
+
+func gemmLevelName(l int) string {
+	return [...]string{"off", "avx2", "avx512"}[l]
+}
+
+// TestFloatGEMM: at every dispatch level this CPU has (AVX-512 and AVX2
+// forced in turn), MatMul of F16 and F32 matrices gives, for row counts
+// that leave partial four-row groups and tiles, token counts that leave
+// partial three-token groups, column counts of one 32-column block and
+// more (and, for F32, columns that are no multiple of 32, which go to
+// the row kernels), on pools of one and two workers: MatVec's results
+// bit for bit (the row kernels' sums in the same lanes, folded the same
+// way), within float32 rounding of a float64 reference, and nothing
+// written past the output; with whole rows and with column blocks.
+func TestFloatGEMM(t *testing.T) {
+	defer func(l, kc, tb int) { gemmLevel, gemmKC, gemmTB = l, kc, tb }(gemmLevel, gemmKC, gemmTB)
+	r := rand.New(rand.NewPCG(61, 62))
+	// Whole rows, and blocks of 64 and 256 columns with six and three
+	// tokens, whose sums wait in memory between blocks.
+	for _, blk := range [][2]int{{gemmKC, gemmTB}, {64, 6}, {256, 3}} {
+		gemmKC, gemmTB = blk[0], blk[1]
+		testFloatGEMMLevels(t, r, blk[0])
+	}
+}
+
+func testFloatGEMMLevels(t *testing.T, r *rand.Rand, kc int) {
+	for _, level := range gemmLevels() {
+		for _, typ := range []gguf.TensorType{gguf.F16, gguf.F32} {
+			for _, cols := range []int{32, 96, 512, 800, 40} {
+				if cols%32 != 0 && typ == gguf.F16 {
+					continue
+				}
+				for _, rows := range []int{1, 2, 3, 5, 7, 16, 17, 37} {
+					name := fmt.Sprintf("kc%d/%s/%s/%dx%d", min(kc, 1<<20), gemmLevelName(level), typ, rows, cols)
+					t.Run(name, func(t *testing.T) {
+						testFloatGEMM(t, r, level, typ, rows, cols)
+					})
+				}
+			}
+		}
+	}
+}
+
+func testFloatGEMM(t *testing.T, r *rand.Rand, level int, typ gguf.TensorType, rows, cols int) {
+	w := randVec(r, rows*cols, 0.05)
+	enc, err := gguf.Encode(typ, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMatrix(typ, rows, cols, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, err := gguf.Decode(typ, enc, rows*cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, T := range []int{2, 3, 4, 5, 7, 9} {
+		x := randVec(r, T*cols, 1)
+		gemmLevel = level
+		p1 := NewPool(1)
+		ran := m.mulFloat(p1, make([]float32, T*rows), x, T)
+		p1.Close()
+		gemmLevel = detectGemmLevel()
+		if wantRan := level != gemmOff && cols%32 == 0; ran != wantRan {
+			t.Fatalf("T=%d: the float GEMM ran: %v, want %v", T, ran, wantRan)
+		}
+		for _, workers := range []int{1, 2} {
+			p := NewPool(workers)
+			got := make([]float32, T*rows+1)
+			got[T*rows] = 42
+			gemmLevel = level
+			MatMul(p, m, got[:T*rows], x, T, nil)
+			if got[T*rows] != 42 {
+				t.Fatalf("T=%d workers=%d: wrote past the output", T, workers)
+			}
+			gemmLevel = detectGemmLevel()
+			want := make([]float32, rows)
+			for tok := range T {
+				xt := x[tok*cols : (tok+1)*cols]
+				MatVec(p, m, want, xt, nil)
+				for i := range rows {
+					g := got[tok*rows+i]
+					if g != want[i] {
+						t.Fatalf("T=%d workers=%d token %d row %d: MatMul %v, MatVec %v", T, workers, tok, i, g, want[i])
+					}
+					var ref, mag float64
+					for k := range cols {
+						pr := float64(wd[i*cols+k]) * float64(xt[k])
+						ref += pr
+						mag += math.Abs(pr)
+					}
+					if d := math.Abs(float64(g) - ref); d > 1e-5*(1+mag) {
+						t.Fatalf("T=%d workers=%d token %d row %d: MatMul %v, float64 reference %v", T, workers, tok, i, g, ref)
+					}
+				}
+			}
+			p.Close()
+		}
+	}
+}
+
+// fmaPeakGFLOPS is FMAPeak at level, in GFLOP/s, over about 60 ms.
+func fmaPeakGFLOPS(p *Pool, level, rounds int) float64 {
+	defer func(l int) { gemmLevel = l }(gemmLevel)
+	gemmLevel = level
+	var f float64
+	timeIt(func() { f, _ = FMAPeak(p, rounds) })
+	return f / 1e9
+}
+
+// BenchmarkFloatGEMM measures a 128-token MatMul of F16 and F32
+// matrices of the model's shapes (2048×2048, 5632×2048, 2048×5632) at
+// every dispatch level this CPU has, AVX-512 and AVX2 forced in turn,
+// and with the row kernels alone (level off: what a prompt ran before
+// the GEMM), as GFLOP/s (two per multiply-add) and as a ratio to the
+// multiply-add peak the same pool reaches at that level with no memory
+// traffic (fmaPeakGFLOPS; level off is compared with the AVX2 peak, the
+// width of the row kernels): a prompt is compute-bound, so that is its
+// honest bound. Cases and peak run interleaved, five repetitions,
+// medians; each ratio goes to a metric <type>-<rows>x<cols>-<level>/peak.
+func BenchmarkFloatGEMM(b *testing.B) {
+	defer func(l int) { gemmLevel = l }(gemmLevel)
+	p := NewPool(0)
+	defer p.Close()
+	r := rand.New(rand.NewPCG(63, 64))
+	const T = 128
+	type gcase struct {
+		typ        gguf.TensorType
+		rows, cols int
+		level      int
+		m          *Matrix
+		x          []float32
+		gflops     []float64
+	}
+	var cases []*gcase
+	for _, typ := range []gguf.TensorType{gguf.F16, gguf.F32} {
+		for _, sh := range [][2]int{{2048, 2048}, {5632, 2048}, {2048, 5632}} {
+			enc, err := gguf.Encode(typ, randVec(r, sh[0]*sh[1], 0.02))
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := NewMatrix(typ, sh[0], sh[1], enc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			x := randVec(r, T*sh[1], 1)
+			for _, l := range gemmLevels() {
+				cases = append(cases, &gcase{typ: typ, rows: sh[0], cols: sh[1], level: l, m: m, x: x})
+			}
+		}
+	}
+	peak := map[int][]float64{}
+	out := make([]float32, T*5632)
+	b.ResetTimer()
+	for rep := 0; rep < 5; rep++ {
+		for _, l := range gemmLevels() {
+			if l != gemmOff {
+				peak[l] = append(peak[l], fmaPeakGFLOPS(p, l, 1<<18))
+			}
+		}
+		for _, c := range cases {
+			gemmLevel = c.level
+			secs := timeIt(func() { MatMul(p, c.m, out[:T*c.rows], c.x, T, nil) })
+			c.gflops = append(c.gflops, 2*float64(T*c.rows*c.cols)/secs/1e9)
+		}
+	}
+	b.StopTimer()
+	var tab strings.Builder
+	fmt.Fprintf(&tab, "\n%d-token MatMul, %d workers; peak GFLOP/s (multiply-adds, no loads):", T, p.Workers())
+	for _, l := range gemmLevels() {
+		if l != gemmOff {
+			fmt.Fprintf(&tab, " %s %.1f", gemmLevelName(l), median(peak[l]))
+		}
+	}
+	fmt.Fprintf(&tab, "\n%-16s %-7s %8s %8s %8s\n", "type-shape", "level", "GFLOP/s", "tok/s", "/peak")
+	for _, c := range cases {
+		pl := c.level
+		if pl == gemmOff {
+			pl = gemmAVX2
+		}
+		g := median(c.gflops)
+		ratio := 0.0
+		if pk := median(peak[pl]); pk > 0 {
+			ratio = g / pk
+		}
+		name := fmt.Sprintf("%s-%dx%d", c.typ, c.rows, c.cols)
+		fmt.Fprintf(&tab, "%-16s %-7s %8.1f %8.0f %8.3f\n", name, gemmLevelName(c.level), g, g*1e9/(2*float64(c.rows*c.cols)), ratio)
+		b.ReportMetric(ratio, name+"-"+gemmLevelName(c.level)+"/peak")
+	}
+	b.Log(tab.String())
+}
