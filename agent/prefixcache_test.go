@@ -66,13 +66,14 @@ type workMeter struct {
 	t     *testing.T
 	clock *drivertest.Clock
 	pid   func() int
-	// armed is set just before a window closes; the meter's clock reads
-	// tookEnd once it is read with armed set, which is the window taking
+	// armed holds, just before a window closes, a channel the meter's
+	// clock closes when it is next read: that read is the window taking
 	// its end (the sampler sleeps then), so the clock is driven on only
-	// after the end is fixed.
-	armed   *atomic.Bool
-	tookEnd chan struct{}
-	work    *[]time.Duration // the engine's CPU time in each window
+	// after the end is fixed. A fresh channel per window: a window whose
+	// wait ended on the wall clock before the drive saw its end leaves
+	// nothing behind for the next one.
+	armed *atomic.Pointer[chan struct{}]
+	work  *[]time.Duration // the engine's CPU time in each window
 }
 
 func (w workMeter) Open(ctx context.Context) (Window, error) {
@@ -95,13 +96,15 @@ func (ww workWindow) Close(ctx context.Context) (wire.Reading, error) {
 	d := cpuNs(w.t, w.pid()) - ww.cpu0
 	*w.work = append(*w.work, d)
 	runTo(w.t, w.clock, w.clock.Now().Add(d))
-	w.armed.Store(true)
+	tookEnd := make(chan struct{})
+	w.armed.Store(&tookEnd)
+	defer w.armed.Store(nil)
 	first := true
 	return shunttest.CloseDriving(ctx, ww.Window.Close, func(closed <-chan struct{}) error {
 		if first {
 			first = false
 			select {
-			case <-w.tookEnd:
+			case <-tookEnd:
 			case <-closed:
 				return nil
 			}
@@ -161,11 +164,10 @@ func TestRepeatedPromptCostsLessUnderTheMeter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var armed atomic.Bool
-	tookEnd := make(chan struct{}, 1)
+	var armed atomic.Pointer[chan struct{}]
 	now := func() time.Time {
-		if armed.CompareAndSwap(true, false) {
-			tookEnd <- struct{}{}
+		if ch := armed.Swap(nil); ch != nil {
+			close(*ch)
 		}
 		return clock.Now()
 	}
@@ -180,7 +182,7 @@ func TestRepeatedPromptCostsLessUnderTheMeter(t *testing.T) {
 		t.Fatal(err)
 	}
 	var work []time.Duration
-	meter := workMeter{Meter: base, t: t, clock: clock, pid: e.PID, armed: &armed, tookEnd: tookEnd, work: &work}
+	meter := workMeter{Meter: base, t: t, clock: clock, pid: e.PID, armed: &armed, work: &work}
 	a, _ := newAgent(t, meter, e)
 
 	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog. ", 10)
