@@ -21,7 +21,7 @@ const (
 // against 65-71), and 256- or 128-column blocks slower still: the
 // sums' trips to memory cost what the blocks save. So a block is a
 // whole row by default; the tests run smaller ones.
-var gemmTile, gemmKC, gemmTB = 16, 1 << 30, 3
+var gemmTile, gemmKC, gemmTB = 16, 1024, 1
 
 // gemmPad is the float32 words added to the length of each row of the
 // converted tile: rows of a power-of-two length would all fall in the

@@ -259,6 +259,250 @@ f16zdone:
 	VZEROUPPER
 	RET
 
+
+// ---- AVX-512: two rows × seven tokens --------------------------------
+//
+// The bits fix each pair's sums at two zmm registers (above), so the
+// 32 registers hold at most fourteen pairs: two rows × seven tokens
+// read each row's values once per seven tokens (four rows × three
+// tokens read them once per three), which halves the weights' trips
+// from L2, where a tile's rows lie while the tokens' column block stays
+// in L1.
+//
+// gemm7Args: w[2] the rows (a tile of one row repeats it), x[7] the
+// tokens (a group of fewer repeats its last), out[7], then nb, nr, acc,
+// fl, ng and ws as gemmArgs has them. Z0-Z27 the sums, pair p = 7r + t
+// in Z(2p) (columns 0-15 of each 32) and Z(2p+1) (16-31); Z28 and Z29
+// the rows' sixteen values, Z30 a token's, Z28-Z31 the fold's
+// temporaries. AX the byte offset into every row and token, BX its end;
+// the tokens in R8-R14, the sums' store in R15.
+#define B_W0 0
+#define B_W1 8
+#define B_X0 16
+#define B_O0 72
+#define B_NB 128
+#define B_NR 136
+#define B_ACC 144
+#define B_FL 152
+#define B_NG 160
+#define B_WS 168
+
+// FMA2(xp, off, a, b): token xp's sixteen values against the two rows
+// into the sums a (row 0) and b (row 1).
+#define FMA2(xp, off, a, b) \
+	VMOVUPS     off(xp)(AX*1), Z30 \
+	VFMADD231PS Z28, Z30, a \
+	VFMADD231PS Z29, Z30, b
+
+#define ZEROACC7 \
+	VPXORD Z0, Z0, Z0 \
+	VPXORD Z1, Z1, Z1 \
+	VPXORD Z2, Z2, Z2 \
+	VPXORD Z3, Z3, Z3 \
+	VPXORD Z4, Z4, Z4 \
+	VPXORD Z5, Z5, Z5 \
+	VPXORD Z6, Z6, Z6 \
+	VPXORD Z7, Z7, Z7 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	VPXORD Z16, Z16, Z16 \
+	VPXORD Z17, Z17, Z17 \
+	VPXORD Z18, Z18, Z18 \
+	VPXORD Z19, Z19, Z19 \
+	VPXORD Z20, Z20, Z20 \
+	VPXORD Z21, Z21, Z21 \
+	VPXORD Z22, Z22, Z22 \
+	VPXORD Z23, Z23, Z23 \
+	VPXORD Z24, Z24, Z24 \
+	VPXORD Z25, Z25, Z25 \
+	VPXORD Z26, Z26, Z26 \
+	VPXORD Z27, Z27, Z27
+
+#define ACC7L \
+	VMOVUPS 0(R15), Z0 \
+	VMOVUPS 64(R15), Z1 \
+	VMOVUPS 128(R15), Z2 \
+	VMOVUPS 192(R15), Z3 \
+	VMOVUPS 256(R15), Z4 \
+	VMOVUPS 320(R15), Z5 \
+	VMOVUPS 384(R15), Z6 \
+	VMOVUPS 448(R15), Z7 \
+	VMOVUPS 512(R15), Z8 \
+	VMOVUPS 576(R15), Z9 \
+	VMOVUPS 640(R15), Z10 \
+	VMOVUPS 704(R15), Z11 \
+	VMOVUPS 768(R15), Z12 \
+	VMOVUPS 832(R15), Z13 \
+	VMOVUPS 896(R15), Z14 \
+	VMOVUPS 960(R15), Z15 \
+	VMOVUPS 1024(R15), Z16 \
+	VMOVUPS 1088(R15), Z17 \
+	VMOVUPS 1152(R15), Z18 \
+	VMOVUPS 1216(R15), Z19 \
+	VMOVUPS 1280(R15), Z20 \
+	VMOVUPS 1344(R15), Z21 \
+	VMOVUPS 1408(R15), Z22 \
+	VMOVUPS 1472(R15), Z23 \
+	VMOVUPS 1536(R15), Z24 \
+	VMOVUPS 1600(R15), Z25 \
+	VMOVUPS 1664(R15), Z26 \
+	VMOVUPS 1728(R15), Z27
+
+#define ACC7S \
+	VMOVUPS Z0, 0(R15) \
+	VMOVUPS Z1, 64(R15) \
+	VMOVUPS Z2, 128(R15) \
+	VMOVUPS Z3, 192(R15) \
+	VMOVUPS Z4, 256(R15) \
+	VMOVUPS Z5, 320(R15) \
+	VMOVUPS Z6, 384(R15) \
+	VMOVUPS Z7, 448(R15) \
+	VMOVUPS Z8, 512(R15) \
+	VMOVUPS Z9, 576(R15) \
+	VMOVUPS Z10, 640(R15) \
+	VMOVUPS Z11, 704(R15) \
+	VMOVUPS Z12, 768(R15) \
+	VMOVUPS Z13, 832(R15) \
+	VMOVUPS Z14, 896(R15) \
+	VMOVUPS Z15, 960(R15) \
+	VMOVUPS Z16, 1024(R15) \
+	VMOVUPS Z17, 1088(R15) \
+	VMOVUPS Z18, 1152(R15) \
+	VMOVUPS Z19, 1216(R15) \
+	VMOVUPS Z20, 1280(R15) \
+	VMOVUPS Z21, 1344(R15) \
+	VMOVUPS Z22, 1408(R15) \
+	VMOVUPS Z23, 1472(R15) \
+	VMOVUPS Z24, 1536(R15) \
+	VMOVUPS Z25, 1600(R15) \
+	VMOVUPS Z26, 1664(R15) \
+	VMOVUPS Z27, 1728(R15)
+
+// F16FOLD7 leaves (c0+c1)+(c2+c3) of the pair (a, b) in lanes 0-7 of
+// Z28, as F16FOLD does in Z0, and REDSTORE7 reduces them as REDSTORE.
+#define F16FOLD7(a, b) \
+	VEXTRACTF64X4 $1, a, Y30 \
+	VADDPS        Z30, a, a \
+	VEXTRACTF64X4 $1, b, Y31 \
+	VADDPS        Z31, b, b \
+	VADDPS        b, a, Z28
+
+//
+// VHADDPS has no encoding for X16-X31, so the last steps run in X0,
+// free once the first pair (Z0, Z1) is folded: VEXTRACTF32X4 takes
+// lanes 4-7 as VEXTRACTF128 does, and the zmm VADDPS's lanes 0-3 are
+// REDSTORE's four sums (AVX-512F alone, no VL).
+#define REDSTORE7(dst) \
+	VEXTRACTF32X4 $1, Z28, X29 \
+	VADDPS        Z29, Z28, Z0 \
+	VHADDPS       X0, X0, X0 \
+	VHADDPS       X0, X0, X0 \
+	VMOVSS        X0, dst
+
+// STORE7(r, t) folds and stores the pair (r, t): row r of token t goes
+// 4r bytes past out[t].
+#define STORE7(r, t, a, b) \
+	F16FOLD7(a, b) \
+	MOVQ B_O0+8*t(DX), CX \
+	REDSTORE7(4*r(CX))
+
+// func gemmx2x7AVX512(a *gemm7Args)
+TEXT ·gemmx2x7AVX512(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), DX
+	MOVQ B_X0(DX), R8
+	MOVQ B_X0+8(DX), R9
+	MOVQ B_X0+16(DX), R10
+	MOVQ B_X0+24(DX), R11
+	MOVQ B_X0+32(DX), R12
+	MOVQ B_X0+40(DX), R13
+	MOVQ B_X0+48(DX), R14
+	MOVQ B_NB(DX), BX
+	SHLQ $7, BX
+
+g7group:
+	MOVQ B_W0(DX), SI
+	MOVQ B_W1(DX), DI
+	MOVQ B_ACC(DX), R15
+	XORQ AX, AX
+	MOVQ B_FL(DX), CX
+	TESTQ $1, CX
+	JNZ  g7resume
+	ZEROACC7
+	JMP  g7loop
+
+g7resume:
+	ACC7L
+
+g7loop:
+	VMOVUPS 0(SI)(AX*1), Z28
+	VMOVUPS 0(DI)(AX*1), Z29
+	FMA2(R8, 0, Z0, Z14)
+	FMA2(R9, 0, Z2, Z16)
+	FMA2(R10, 0, Z4, Z18)
+	FMA2(R11, 0, Z6, Z20)
+	FMA2(R12, 0, Z8, Z22)
+	FMA2(R13, 0, Z10, Z24)
+	FMA2(R14, 0, Z12, Z26)
+	VMOVUPS 64(SI)(AX*1), Z28
+	VMOVUPS 64(DI)(AX*1), Z29
+	FMA2(R8, 64, Z1, Z15)
+	FMA2(R9, 64, Z3, Z17)
+	FMA2(R10, 64, Z5, Z19)
+	FMA2(R11, 64, Z7, Z21)
+	FMA2(R12, 64, Z9, Z23)
+	FMA2(R13, 64, Z11, Z25)
+	FMA2(R14, 64, Z13, Z27)
+	ADDQ $128, AX
+	CMPQ AX, BX
+	JLT  g7loop
+
+	MOVQ  B_FL(DX), CX
+	TESTQ $2, CX
+	JNZ   g7fold
+	ACC7S
+	JMP   g7next
+
+g7fold:
+	STORE7(0, 0, Z0, Z1)
+	STORE7(0, 1, Z2, Z3)
+	STORE7(0, 2, Z4, Z5)
+	STORE7(0, 3, Z6, Z7)
+	STORE7(0, 4, Z8, Z9)
+	STORE7(0, 5, Z10, Z11)
+	STORE7(0, 6, Z12, Z13)
+	CMPQ B_NR(DX), $1
+	JLE  g7next
+	STORE7(1, 0, Z14, Z15)
+	STORE7(1, 1, Z16, Z17)
+	STORE7(1, 2, Z18, Z19)
+	STORE7(1, 3, Z20, Z21)
+	STORE7(1, 4, Z22, Z23)
+	STORE7(1, 5, Z24, Z25)
+	STORE7(1, 6, Z26, Z27)
+
+g7next:
+	MOVQ B_WS(DX), CX
+	ADDQ CX, B_W0(DX)
+	ADDQ CX, B_W1(DX)
+	ADDQ $(4*2), B_O0(DX)
+	ADDQ $(4*2), B_O0+8(DX)
+	ADDQ $(4*2), B_O0+16(DX)
+	ADDQ $(4*2), B_O0+24(DX)
+	ADDQ $(4*2), B_O0+32(DX)
+	ADDQ $(4*2), B_O0+40(DX)
+	ADDQ $(4*2), B_O0+48(DX)
+	ADDQ $1792, B_ACC(DX)
+	DECQ B_NG(DX)
+	JNZ  g7group
+	VZEROUPPER
+	RET
+
 // ---- AVX2: one row × three tokens ------------------------------------
 //
 // Y0-Y11 the sums, token t's four chains in Y(4t)-Y(4t+3); Y12 the

@@ -38,7 +38,7 @@ func TestFloatGEMM(t *testing.T) {
 	r := rand.New(rand.NewPCG(61, 62))
 	// Whole rows, and blocks of 64 and 256 columns with six and three
 	// tokens, whose sums wait in memory between blocks.
-	for _, blk := range [][2]int{{gemmKC, gemmTB}, {64, 6}, {256, 3}} {
+	for _, blk := range [][2]int{{gemmKC, gemmTB}, {1 << 30, 1}, {64, 2}, {256, 1}} {
 		gemmKC, gemmTB = blk[0], blk[1]
 		testFloatGEMMLevels(t, r, blk[0])
 	}
@@ -76,7 +76,7 @@ func testFloatGEMM(t *testing.T, r *rand.Rand, level int, typ gguf.TensorType, r
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, T := range []int{2, 3, 4, 5, 7, 9} {
+	for _, T := range []int{2, 3, 4, 5, 7, 9, 16} {
 		x := randVec(r, T*cols, 1)
 		gemmLevel = level
 		p1 := NewPool(1)
