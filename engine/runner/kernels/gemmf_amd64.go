@@ -45,23 +45,6 @@ func prefetchL2(p uintptr, lines int)
 //go:noescape
 func gemmx4x3AVX512(a *gemmArgs)
 
-// gemm7Args is gemmArgs for the two-row × seven-token kernel
-// (gemmx2x7AVX512): two row pointers, seven tokens and their outputs.
-type gemm7Args struct {
-	w   [2]uintptr
-	x   [7]uintptr
-	out [7]uintptr
-	nb  int
-	nr  int
-	acc uintptr
-	fl  int
-	ng  int
-	ws  int
-}
-
-//go:noescape
-func gemmx2x7AVX512(a *gemm7Args)
-
 //go:noescape
 func gemmx1x3AVX2(a *gemmArgs)
 
@@ -83,21 +66,9 @@ func detectGemmLevel() int {
 	return gemmOff
 }
 
-// gemmShape is a level's kernel: step rows × tg tokens a call's group,
-// its sums acc float32 words (28 zmm registers, AVX-512; 12 ymm, AVX2).
-func gemmShape(level int) (step, tg, acc int) {
-	switch {
-	case level == gemmAVX512 && gemmSeven:
-		return 2, 7, 28 * 16
-	case level == gemmAVX512:
-		return 4, 3, 24 * 16
-	}
-	return 1, 3, 12 * 8
-}
-
-// gemmSeven picks AVX-512's two-row × seven-token kernel; the benchmark
-// clears it to time the four-row × three-token kernel in the same run.
-var gemmSeven = true
+// gemmAccWords is the float32 words a kernel call's sums take: 24 zmm
+// registers (AVX-512) or 12 ymm (AVX2).
+const gemmAccWords = 24 * 16
 
 // gemmBuf is a worker's tile and sums, kept between uses.
 type gemmBuf struct{ tile, acc []float32 }
@@ -118,14 +89,13 @@ func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool {
 	_ = out[T*rows-1]
 	tileRows := gemmTile
 	xs := cols + gemmPad
-	step, _, accCall := gemmShape(level)
 	p.For(rows, tileRows, func(lo, hi int) {
 		buf := gemmBufs.Get().(*gemmBuf)
 		defer gemmBufs.Put(buf)
 		if len(buf.tile) < tileRows*xs {
 			buf.tile = make([]float32, tileRows*xs)
 		}
-		if need := gemmTB*(tileRows+step-1)/step*accCall + 16; len(buf.acc) < need {
+		if need := (gemmTB/3)*tileRows*gemmAccWords + 16; len(buf.acc) < need {
 			buf.acc = make([]float32, need)
 		}
 		for r0 := lo; r0 < hi; r0 += tileRows {
@@ -154,10 +124,6 @@ func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, xs, T int, buf *g
 	}
 	// base is row r0's float32 values, stride bytes apart.
 	base, stride := unsafe.Pointer(&t[0]), uintptr(4*xs)
-	// F16 and F32 rows are float32 here alike, and both run the fused
-	// multiply-add kernels (dotF32MatRows).
-	step, tg, accCall := gemmShape(level)
-	groups := (T + tg - 1) / tg
 	// The weights are read from memory once per product, here: the
 	// next tile's rows are asked for a slice per token group, so that
 	// they are in L2 when its conversion starts instead of stalling it
@@ -169,73 +135,63 @@ func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, xs, T int, buf *g
 		nb := (min(r1+gemmTile, rows) - r1) * m.rowBytes
 		next = uintptr(unsafe.Pointer(&m.Data[r1*m.rowBytes]))
 		nextLines = (nb + 63) / 64
-		pfLines = (nextLines + groups - 1) / groups
+		pfLines = (nextLines + (T+2)/3 - 1) / ((T + 2) / 3)
 	}
-	// A token group's sums, one call's per group of step rows.
+	var a gemmArgs
+	// F16 and F32 rows are float32 here alike, and both run the fused
+	// multiply-add kernels (dotF32MatRows).
+	kernel, step := gemmx1x3AVX2, 1
+	if level == gemmAVX512 {
+		kernel, step = gemmx4x3AVX512, 4
+	}
+	// A call's sums (24 zmm or 12 ymm registers), a token group's.
+	accCall := gemmAccWords * step / 4
 	accGroup := (n + step - 1) / step * accCall
 	// Sums 64-byte aligned: a zmm store then never splits a line.
 	acc := buf.acc[int(-uintptr(unsafe.Pointer(&buf.acc[0]))&63)/4:]
-	var a gemmArgs
-	var a7 gemm7Args
-	for tb0 := 0; tb0 < T; tb0 += gemmTB * tg {
-		tb1 := min(tb0+gemmTB*tg, T)
+	for tb0 := 0; tb0 < T; tb0 += gemmTB {
+		tb1 := min(tb0+gemmTB, T)
 		for k0 := 0; k0 < cols; k0 += gemmKC {
 			k1 := min(k0+gemmKC, cols)
-			nb := (k1 - k0) / 32
-			fl := 0
+			a.nb = (k1 - k0) / 32
+			a.fl = 0
 			if k0 > 0 {
-				fl |= 1
+				a.fl |= 1
 			}
 			if k1 == cols {
-				fl |= 2
+				a.fl |= 2
 			}
-			for t := tb0; t < tb1; t += tg {
+			for t := tb0; t < tb1; t += 3 {
 				if k0 == 0 && nextLines > 0 {
 					n := min(pfLines, nextLines)
 					prefetchL2(next, n)
 					next += uintptr(64 * n)
 					nextLines -= n
 				}
-				acc := acc[(t-tb0)/tg*accGroup:]
+				acc := acc[(t-tb0)/3*accGroup:]
+				for j := range 3 {
+					tk := min(t+j, tb1-1)
+					a.x[j] = uintptr(unsafe.Pointer(&x[tk*cols+k0]))
+				}
 				// The full groups of step rows in one call, then the
-				// last row, repeated.
+				// last rows, their last repeated.
 				for i := 0; i < n; {
-					g, nr := (n-i)/step, step
+					g := (n - i) / step
+					a.nr = step
 					if g == 0 {
-						g, nr = 1, n-i
+						g, a.nr = 1, n-i
 					}
-					w := func(j int) uintptr {
-						return uintptr(base) + uintptr(min(i+j, n-1))*stride + uintptr(4*k0)
+					for j := range 4 {
+						a.w[j] = uintptr(base) + uintptr(min(i+j, n-1))*stride + uintptr(4*k0)
 					}
-					xp := func(j int) uintptr {
-						return uintptr(unsafe.Pointer(&x[min(t+j, tb1-1)*cols+k0]))
+					for j := range 3 {
+						tk := min(t+j, tb1-1)
+						a.out[j] = uintptr(unsafe.Pointer(&out[tk*rows+r0+i]))
 					}
-					op := func(j int) uintptr {
-						return uintptr(unsafe.Pointer(&out[min(t+j, tb1-1)*rows+r0+i]))
-					}
-					ap := uintptr(unsafe.Pointer(&acc[i/step*accCall]))
-					if step == 2 {
-						a7.w = [2]uintptr{w(0), w(1)}
-						for j := range 7 {
-							a7.x[j], a7.out[j] = xp(j), op(j)
-						}
-						a7.nb, a7.nr, a7.acc, a7.fl, a7.ng, a7.ws = nb, nr, ap, fl, g, step*int(stride)
-						gemmx2x7AVX512(&a7)
-					} else {
-						for j := range 4 {
-							a.w[j] = w(j)
-						}
-						for j := range 3 {
-							a.x[j], a.out[j] = xp(j), op(j)
-						}
-						a.nb, a.nr, a.acc, a.fl, a.ng, a.ws = nb, nr, ap, fl, g, step*int(stride)
-						if step == 4 {
-							gemmx4x3AVX512(&a)
-						} else {
-							gemmx1x3AVX2(&a)
-						}
-					}
-					i += g * nr
+					a.acc = uintptr(unsafe.Pointer(&acc[i/step*accCall]))
+					a.ng, a.ws = g, step*int(stride)
+					kernel(&a)
+					i += g * a.nr
 				}
 			}
 		}

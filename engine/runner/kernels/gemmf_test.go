@@ -38,7 +38,7 @@ func TestFloatGEMM(t *testing.T) {
 	r := rand.New(rand.NewPCG(61, 62))
 	// Whole rows, and blocks of 64 and 256 columns with six and three
 	// tokens, whose sums wait in memory between blocks.
-	for _, blk := range [][2]int{{gemmKC, gemmTB}, {1 << 30, 1}, {64, 2}, {256, 1}} {
+	for _, blk := range [][2]int{{gemmKC, gemmTB}, {64, 6}, {256, 3}} {
 		gemmKC, gemmTB = blk[0], blk[1]
 		testFloatGEMMLevels(t, r, blk[0])
 	}
