@@ -20,7 +20,15 @@ const (
 // or faster (F16 2048×2048: 80 against 68-78 GFLOP/s; 2048×5632: 66-72
 // against 65-71), and 256- or 128-column blocks slower still: the
 // sums' trips to memory cost what the blocks save. So a block is a
-// whole row by default; the tests run smaller ones.
+// whole row by default; the tests run smaller ones. Nor is reading the
+// rows from L2 what holds the GEMM back: a two-row × seven-token
+// AVX-512 kernel (fourteen pairs, the most the bits' two zmm per pair
+// allow), which reads each row's values once per seven tokens instead
+// of three, over the tokens' 1024-column blocks in L1, ran at 0.89-1.03
+// of the four-row × three-token kernel's speed on 2048×2048 and
+// 5632×2048, and 0.82-0.97 with everything in L1: its loads per
+// multiply-add (nine per fourteen against seven per twelve) cost more
+// than the L2 traffic it saves.
 var gemmTile, gemmKC, gemmTB = 16, 1 << 30, 3
 
 // gemmPad is the float32 words added to the length of each row of the

@@ -76,7 +76,7 @@ func testFloatGEMM(t *testing.T, r *rand.Rand, level int, typ gguf.TensorType, r
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, T := range []int{2, 3, 4, 5, 7, 9} {
+	for _, T := range []int{2, 3, 4, 5, 7, 9, 16} {
 		x := randVec(r, T*cols, 1)
 		gemmLevel = level
 		p1 := NewPool(1)
