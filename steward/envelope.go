@@ -3,8 +3,10 @@ package steward
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"meshd/wire"
 )
@@ -241,28 +243,114 @@ type Opened struct {
 // steward field matching the kid. It does not check the chain; CheckLink
 // does.
 func OpenEnvelope(env []byte, trusted ed25519.PublicKey) (*Opened, error) {
-	core, pub, err := OpenTrusted(env, func(pub ed25519.PublicKey) error {
-		if trusted != nil && !bytes.Equal(trusted, pub) {
-			return fmt.Errorf("signed by %x, not by the trusted key %x", []byte(pub), []byte(trusted))
-		}
-		return nil
-	})
+	return openEnvelope(env, trusted, nil)
+}
+
+// An Opener opens envelopes as OpenEnvelope does, with the same checks
+// and the same errors, for a caller that opens one envelope after another
+// (the fleet verifier, where Ed25519 is the only cost that should show):
+// it decodes every receipt into the one storage it holds rather than
+// allocating a receipt per envelope, and keeps the hex of the last key it
+// saw, so that the steward field is compared as text rather than decoded.
+//
+// What Open returns, the receipt's strings and extension values included,
+// is valid only until the next Open on the same Opener: a caller that
+// keeps an envelope keeps Opened.Clone. The zero Opener is ready; it is
+// not safe for concurrent use.
+type Opener struct {
+	d decoded
+	o Opened
+	// core is a copy of the last core: the receipt's strings and
+	// extension values are views of it.
+	core   []byte
+	key    [ed25519.PublicKeySize]byte
+	hexKey [ed25519.PublicKeySize]byte // the key keyHex spells
+	keyHex [2 * ed25519.PublicKeySize]byte
+	hexSet bool
+}
+
+// Open is OpenEnvelope, into op's storage.
+func (op *Opener) Open(env []byte, trusted ed25519.PublicKey) (*Opened, error) {
+	return openEnvelope(env, trusted, op)
+}
+
+// Clone returns a copy of o that owns its receipt, decoded again from
+// o.Core (which the Opener did not copy: it is the envelope's), for
+// keeping past the next Open.
+func (o *Opened) Clone() (*Opened, error) {
+	r, err := DecodeCore(o.Core)
 	if err != nil {
 		return nil, fmt.Errorf("envelope: %w", err)
 	}
-	r, err := DecodeCore(core)
+	return &Opened{Receipt: r, Core: o.Core, ID: o.ID, Key: bytes.Clone(o.Key)}, nil
+}
+
+func openEnvelope(env []byte, trusted ed25519.PublicKey, op *Opener) (*Opened, error) {
+	p, err := parseEnvelope(env)
 	if err != nil {
 		return nil, fmt.Errorf("envelope: %w", err)
+	}
+	if trusted != nil && !bytes.Equal(trusted, p.kid) {
+		return nil, fmt.Errorf("envelope: %w", refuse(RefusedUntrusted,
+			fmt.Errorf("signed by %x, not by the trusted key %x", p.kid, []byte(trusted))))
+	}
+	var pub ed25519.PublicKey
+	if op != nil {
+		pub = op.key[:copy(op.key[:], p.kid)]
+	} else {
+		pub = ed25519.PublicKey(bytes.Clone(p.kid))
+	}
+	// A stack buffer covers every receipt meshd seals; larger payloads
+	// fall back to the heap inside append.
+	var buf [1024]byte
+	tbs := appendSigStructure(buf[:0], p.protected, p.payloadCB)
+	if !ed25519.Verify(pub, tbs, p.sig) {
+		return nil, fmt.Errorf("envelope: %w", refuse(RefusedSignature, fmt.Errorf("%w: kid %x", ErrSignature, p.kid)))
+	}
+	core := p.payload
+	var r *Receipt
+	if op == nil {
+		if r, err = DecodeCore(core); err != nil {
+			return nil, fmt.Errorf("envelope: %w", err)
+		}
+	} else {
+		op.core = append(op.core[:0], core...)
+		// The strings are views of op.core, which changes only at the
+		// next Open: as long as what Open returns is valid.
+		all := unsafe.String(unsafe.SliceData(op.core), len(op.core))
+		if err := decodeCoreInto(&op.d, op.core, all, true); err != nil {
+			return nil, fmt.Errorf("envelope: %w", err)
+		}
+		r = &op.d.r
 	}
 	if err := r.CheckConforming(); err != nil {
 		return nil, fmt.Errorf("envelope sequence %d: %w", r.Sequence, err)
 	}
-	var steward [ed25519.PublicKeySize]byte
-	if err := wire.DecodeHex(steward[:], r.Steward); err != nil || !bytes.Equal(steward[:], pub) {
+	if !stewardIs(r.Steward, pub, op) {
 		return nil, fmt.Errorf("envelope sequence %d: %w", r.Sequence,
 			refuse(RefusedStewardKid, fmt.Errorf("%w: steward %s does not match the signing kid", ErrField, r.Steward)))
 	}
-	return &Opened{Receipt: r, Core: core, ID: wire.ContentOf(env), Key: pub}, nil
+	if op == nil {
+		return &Opened{Receipt: r, Core: core, ID: wire.ContentOf(env), Key: pub}, nil
+	}
+	op.o = Opened{Receipt: r, Core: core, ID: wire.ContentOf(env), Key: pub}
+	return &op.o, nil
+}
+
+// stewardIs reports whether the steward field s names pub. The field is
+// lower-case hex (DecodeHex takes nothing else), so with an Opener it is
+// compared with the key's hex, spelt once per key, instead of decoded.
+func stewardIs(s string, pub ed25519.PublicKey, op *Opener) bool {
+	if op == nil {
+		var steward [ed25519.PublicKeySize]byte
+		return wire.DecodeHex(steward[:], s) == nil && bytes.Equal(steward[:], pub)
+	}
+	if !op.hexSet || !bytes.Equal(op.hexKey[:], pub) {
+		copy(op.hexKey[:], pub)
+		hex.Encode(op.keyHex[:], pub)
+		op.hexSet = true
+	}
+	return s == string(op.keyHex[:])
 }
 
 // CheckLink checks that next follows prev in one steward's hash chain

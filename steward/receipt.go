@@ -1137,22 +1137,36 @@ const maxCoreFields = 256
 // Such input is exactly its deterministic re-encoding; EncodeCore reproduces
 // it byte for byte. Field rules are CheckConforming's.
 func DecodeCore(b []byte) (*Receipt, error) {
+	// One string holds every text value: the fields are sub-strings of it.
+	d := new(decoded)
+	if err := decodeCoreInto(d, b, string(b), false); err != nil {
+		return nil, err
+	}
+	return &d.r, nil
+}
+
+// decodeCoreInto is DecodeCore into d, which it resets: all is b as a
+// string, whose sub-strings become the text fields. With share, the
+// foreign extensions' values are sub-slices of b and d.r.Foreign's array
+// is reused; without, each value is a copy.
+func decodeCoreInto(d *decoded, b []byte, all string, share bool) error {
+	// Only the receipt needs zeroing: an entry of d.u or d.text is written
+	// before a field points at it.
+	foreign := d.r.Foreign[:0]
+	d.r = Receipt{}
 	coreErr := func(format string, a ...any) error {
 		return refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %w: %s", wire.ErrNotDeterministic, fmt.Sprintf(format, a...)))
 	}
 	major, n, off, err := wire.ReadHead(b, 0)
 	if err != nil {
-		return nil, refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %w", err))
+		return refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %w", err))
 	}
 	if major != wire.MajorMap {
-		return nil, coreErr("the core is CBOR major type %d, want a map", major)
+		return coreErr("the core is CBOR major type %d, want a map", major)
 	}
 	if n > maxCoreFields {
-		return nil, coreErr("the core declares %d keys", n)
+		return coreErr("the core declares %d keys", n)
 	}
-	// One string holds every text value: the fields are sub-strings of it.
-	all := string(b)
-	d := new(decoded)
 	var seen [numFields]bool
 	var prevKey []byte
 	next := 0 // the first table entry not yet passed
@@ -1160,11 +1174,11 @@ func DecodeCore(b []byte) (*Receipt, error) {
 		keyStart := off
 		key, kEnd, err := wire.ReadString(b, off, wire.MajorText)
 		if err != nil {
-			return nil, coreErr("key %d: %v", i, err)
+			return coreErr("key %d: %v", i, err)
 		}
 		rawKey := b[keyStart:kEnd]
 		if prevKey != nil && wire.CompareKeys(prevKey, rawKey) >= 0 {
-			return nil, coreErr("key %q is out of order or repeated", key)
+			return coreErr("key %q is out of order or repeated", key)
 		}
 		prevKey = rawKey
 		keyStr := all[kEnd-len(key) : kEnd]
@@ -1174,13 +1188,19 @@ func DecodeCore(b []byte) (*Receipt, error) {
 		}
 		if next == len(coreFields) || coreFields[next].key != keyStr {
 			if !strings.HasPrefix(keyStr, "x_") {
-				return nil, fieldErr(RefusedUnknownField, "unknown key %q", keyStr)
+				return fieldErr(RefusedUnknownField, "unknown key %q", keyStr)
 			}
 			end, err := wire.SkipItem(b, off)
 			if err != nil {
-				return nil, refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: extension %q: %w", keyStr, err))
+				return refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: extension %q: %w", keyStr, err))
 			}
-			d.r.Foreign = append(d.r.Foreign, Extension{Key: keyStr, Value: bytes.Clone(b[off:end])})
+			val := b[off:end:end]
+			if !share {
+				val = bytes.Clone(val)
+			} else if d.r.Foreign == nil {
+				d.r.Foreign = foreign
+			}
+			d.r.Foreign = append(d.r.Foreign, Extension{Key: keyStr, Value: val})
 			off = end
 			continue
 		}
@@ -1188,43 +1208,43 @@ func DecodeCore(b []byte) (*Receipt, error) {
 		seen[f.id] = true
 		vm, v, vEnd, err := wire.ReadHead(b, off)
 		if err != nil {
-			return nil, refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %s: %w", f.key, err))
+			return refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %s: %w", f.key, err))
 		}
 		switch {
 		case f.text && vm == wire.MajorText:
 			s, end, err := wire.ReadString(b, off, wire.MajorText)
 			if err != nil {
-				return nil, refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %s: %w", f.key, err))
+				return refuse(RefusedCoreEncoding, fmt.Errorf("decode receipt core: %s: %w", f.key, err))
 			}
 			d.setText(f.id, all[end-len(s):end])
 			off = end
 		case !f.text && vm == wire.MajorUint:
 			if v > f.max {
-				return nil, fieldErr(RefusedFieldValue, "%s %d is out of range (at most %d)", f.key, v, f.max)
+				return fieldErr(RefusedFieldValue, "%s %d is out of range (at most %d)", f.key, v, f.max)
 			}
 			d.setUint(f.id, v)
 			off = vEnd
 		case vm == wire.MajorOther || vm == wire.MajorTag:
 			// Not a type error: PROFILE.md §1 keeps floats, booleans, nulls
 			// and tags out of the encoding itself.
-			return nil, coreErr("%s holds a float, boolean, null, simple value or tag", f.key)
+			return coreErr("%s holds a float, boolean, null, simple value or tag", f.key)
 		default:
 			want := "an unsigned integer"
 			if f.text {
 				want = "a text string"
 			}
-			return nil, fieldErr(RefusedFieldType, "%s is CBOR major type %d, want %s", f.key, vm, want)
+			return fieldErr(RefusedFieldType, "%s is CBOR major type %d, want %s", f.key, vm, want)
 		}
 	}
 	if off != len(b) {
-		return nil, coreErr("%d bytes after the map", len(b)-off)
+		return coreErr("%d bytes after the map", len(b)-off)
 	}
 	for i := range coreFields {
 		if f := &coreFields[i]; f.required && !seen[f.id] {
-			return nil, fieldErr(RefusedMissingField, "%s is missing", f.key)
+			return fieldErr(RefusedMissingField, "%s is missing", f.key)
 		}
 	}
-	return &d.r, nil
+	return nil
 }
 
 // MeterName returns x_meter, or "" when the receipt does not carry meshd's

@@ -24,7 +24,16 @@ const (
 	DefaultMinBackoff      = 100 * time.Millisecond
 	DefaultMaxBackoff      = 30 * time.Second
 	DefaultLinger          = 2 * time.Millisecond
+	DefaultMaxLinger       = 25 * time.Millisecond
 )
+
+// lingerTarget is the batch a lingering publisher aims at: below it the
+// linger doubles (up to MaxLinger), at or above it halves (down to
+// Linger). A batch costs the node wake-ups of the publisher and of the
+// client's reader and flusher whatever it holds, so with serves a
+// millisecond apart a 2ms linger (two or three receipts a batch) spent
+// tens of microseconds of CPU per receipt.
+const lingerTarget = 32
 
 // PublisherConfig configures a Publisher. Only URL (in ConnOptions) and
 // CursorPath are required.
@@ -66,6 +75,14 @@ type PublisherConfig struct {
 	// write) instead of one each, taking that work off the serves' cores
 	// (DefaultLinger when zero; negative: none).
 	Linger time.Duration
+	// MaxLinger is how far the linger grows while batches come out small
+	// (under 32 receipts), so that serves too sparse to fill a batch in
+	// Linger still share one: the linger doubles after each small batch
+	// and halves after each full one. It bounds how long a durable
+	// receipt waits before it is sent: a node serving steadily publishes
+	// its receipts up to MaxLinger late, which is what buys the smaller
+	// per-receipt cost (DefaultMaxLinger when zero; below Linger: Linger).
+	MaxLinger time.Duration
 	// MinBackoff and MaxBackoff bound the jittered exponential wait
 	// between reconnects and between failed publishes.
 	MinBackoff, MaxBackoff time.Duration
@@ -110,6 +127,12 @@ func (c *PublisherConfig) defaults() {
 	}
 	if c.Linger == 0 {
 		c.Linger = DefaultLinger
+	}
+	if c.MaxLinger == 0 {
+		c.MaxLinger = DefaultMaxLinger
+	}
+	if c.MaxLinger < c.Linger {
+		c.MaxLinger = c.Linger
 	}
 	if c.MinBackoff <= 0 {
 		c.MinBackoff = DefaultMinBackoff
@@ -250,6 +273,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 		// other, instead of going out at once in a batch of their own:
 		// with serves a millisecond apart that halves the batches.
 		drained bool
+		// linger is the wait after a notify now; lingered says the
+		// batch about to be read followed one, and so tells how many
+		// receipts a linger of that length gathers.
+		linger   = p.cfg.Linger
+		lingered bool
 	)
 	defer poll.Stop()
 	saveCursor := func() {
@@ -368,6 +396,10 @@ func (p *Publisher) Run(ctx context.Context) error {
 				pendingCP, since = p.checkpoint(ctx), 0
 			}
 			drained = p.cfg.Linger > 0 && len(envs) < p.cfg.Batch
+			if lingered {
+				linger = nextLinger(linger, len(envs), p.cfg.Linger, p.cfg.MaxLinger)
+				lingered = false
+			}
 			continue
 		}
 		failures = 0
@@ -391,7 +423,8 @@ func (p *Publisher) Run(ctx context.Context) error {
 		select {
 		case <-p.notify:
 			if p.cfg.Linger > 0 {
-				sleep(ctx, p.cfg.Linger) // a stop ends the loop
+				sleep(ctx, linger) // a stop ends the loop
+				lingered = true
 				// The notifies of the serves sealed while lingering
 				// are covered by the read that follows (Durable is read
 				// after this, and a serve notifies only once durable):
@@ -414,6 +447,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 		saveCursor()
 	}
 	return nil
+}
+
+// nextLinger is the linger after one of length l gathered a batch of n
+// receipts: doubled while batches stay under lingerTarget, halved once
+// they reach it, within [lo, hi].
+func nextLinger(l time.Duration, n int, lo, hi time.Duration) time.Duration {
+	if n < lingerTarget {
+		return min(2*l, hi)
+	}
+	return max(l/2, lo)
 }
 
 // cursorEvery is the longest a running publisher leaves acknowledged

@@ -431,3 +431,27 @@ func TestPublisherCursorRecovery(t *testing.T) {
 		})
 	}
 }
+
+// TestNextLinger: the linger doubles while the batches it gathers stay
+// small, halves once they reach the target, and stays within its bounds.
+func TestNextLinger(t *testing.T) {
+	const lo, hi = 2 * time.Millisecond, 25 * time.Millisecond
+	for _, c := range []struct {
+		l    time.Duration
+		n    int
+		want time.Duration
+	}{
+		{lo, 1, 4 * time.Millisecond},
+		{lo, lingerTarget - 1, 4 * time.Millisecond},
+		{16 * time.Millisecond, 3, hi},
+		{hi, 1, hi},
+		{hi, lingerTarget, hi / 2},
+		{16 * time.Millisecond, DefaultBatch, 8 * time.Millisecond},
+		{3 * time.Millisecond, lingerTarget, lo},
+		{lo, DefaultBatch, lo},
+	} {
+		if got := nextLinger(c.l, c.n, lo, hi); got != c.want {
+			t.Errorf("nextLinger(%v, %d) = %v, want %v", c.l, c.n, got, c.want)
+		}
+	}
+}

@@ -148,6 +148,10 @@ type part struct {
 	v      *Verifier
 	mu     sync.Mutex
 	chains map[string]*chain
+	// opener decodes each envelope into the same storage: a prepared
+	// receipt lives until the next prepare, and one kept for later (an
+	// envelope past a gap) is cloned.
+	opener steward.Opener
 }
 
 // NewVerifier returns an empty verifier.
@@ -267,8 +271,8 @@ func (pt *part) prepare(m Message, r route) prepared {
 	if r.checkpoint {
 		p.cp, p.err = steward.OpenCheckpoint(m.Data, p.key)
 		p.id = wire.ContentOf(m.Data)
-	} else if p.opened, p.err = steward.OpenEnvelope(m.Data, p.key); p.err == nil {
-		p.id = p.opened.ID // hashed once, by OpenEnvelope
+	} else if p.opened, p.err = pt.opener.Open(m.Data, p.key); p.err == nil {
+		p.id = p.opened.ID // hashed once, by Open
 	} else {
 		p.id = wire.ContentOf(m.Data)
 	}
@@ -486,7 +490,13 @@ func (pt *part) apply(p prepared) {
 		if c.ahead == nil {
 			c.ahead = map[uint64]*early{}
 		}
-		c.ahead[seq] = &early{env: p.msg.Data, opened: p.opened, streamSeq: ss}
+		// The next prepare reuses the opener's storage.
+		o, err := p.opened.Clone()
+		if err != nil {
+			c.problem(ProblemInvalid, ss, "%s %s: %v", what, p.id, err)
+			return
+		}
+		c.ahead[seq] = &early{env: p.msg.Data, opened: o, streamSeq: ss}
 		if len(c.ahead) > v.cfg.MaxAhead {
 			v.skipGap(c)
 		}
