@@ -253,15 +253,17 @@ func OpenEnvelope(env []byte, trusted ed25519.PublicKey) (*Opened, error) {
 // allocating a receipt per envelope, and keeps the hex of the last key it
 // saw, so that the steward field is compared as text rather than decoded.
 //
-// What Open returns, the receipt's strings and extension values included,
-// is valid only until the next Open on the same Opener: a caller that
-// keeps an envelope keeps Opened.Clone. The zero Opener is ready; it is
-// not safe for concurrent use.
+// The Opened and Receipt that Open returns are reused by the next Open on
+// the same Opener: a caller that keeps an envelope keeps Opened.Clone.
+// The receipt's strings and extension values are views of a copy of the
+// core made for that envelope and never written again, so one kept by
+// itself (a map key, a report line) stays valid. The zero Opener is
+// ready; it is not safe for concurrent use.
 type Opener struct {
 	d decoded
 	o Opened
-	// core is a copy of the last core: the receipt's strings and
-	// extension values are views of it.
+	// core is a copy of the last core, fresh per envelope: the
+	// receipt's strings and extension values are views of it.
 	core   []byte
 	key    [ed25519.PublicKeySize]byte
 	hexKey [ed25519.PublicKeySize]byte // the key keyHex spells
@@ -314,9 +316,11 @@ func openEnvelope(env []byte, trusted ed25519.PublicKey, op *Opener) (*Opened, e
 			return nil, fmt.Errorf("envelope: %w", err)
 		}
 	} else {
-		op.core = append(op.core[:0], core...)
-		// The strings are views of op.core, which changes only at the
-		// next Open: as long as what Open returns is valid.
+		// A fresh copy per envelope, never written again: the receipt's
+		// strings are views of it, so a string a caller keeps (a map key,
+		// a report line) stays valid after the next Open reuses the
+		// decoded receipt. Only the receipt itself is recycled.
+		op.core = append([]byte(nil), core...)
 		all := unsafe.String(unsafe.SliceData(op.core), len(op.core))
 		if err := decodeCoreInto(&op.d, op.core, all, true); err != nil {
 			return nil, fmt.Errorf("envelope: %w", err)
