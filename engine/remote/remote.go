@@ -108,7 +108,13 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Backoff = 10 * time.Second
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.TLS, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 16}}
+		// A forward asks "Expect: 100-continue" and sends the prompt only
+		// once the node has answered that it reads it (or after
+		// continueWait of silence): a pooled connection the node closed
+		// (it died or restarted) then fails before the node could have the
+		// request, which is what lets such a failure fall over.
+		cfg.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.TLS, ForceAttemptHTTP2: true,
+			MaxIdleConnsPerHost: 16, ExpectContinueTimeout: continueWait}}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -159,6 +165,11 @@ func (b *Backend) fail(err error) error {
 	b.downUntil, b.lastErr = b.cfg.Now().Add(min(wait, 5*time.Minute)), err
 	return fmt.Errorf("remote %s: %w", b.cfg.Name, err)
 }
+
+// continueWait is how long a forward's headers wait for the node's 100
+// Continue before the body goes anyway (a node behind a proxy that does
+// not answer it).
+const continueWait = 2 * time.Second
 
 // failServed is fail for a forward the node may have served: it had the
 // whole request (and may have sealed a receipt and charged a grant on its
@@ -345,17 +356,39 @@ func (b *Backend) ServeWith(ctx context.Context, req wire.ServeRequest, prompt [
 		return engine.Result{}, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Expect", "100-continue")
 	if err := b.authorize(hreq); err != nil {
 		return engine.Result{}, b.fail(err)
 	}
 	// Whether the node got the whole request decides what a failure
 	// means: before that (no connection, a TLS handshake refused, the
 	// request not sent) it cannot have served, and the serve may go to
-	// the next backend; after it, it may have.
-	var wrote atomic.Bool
+	// the next backend; after it, it may have. The body follows the
+	// headers only once the node said 100 Continue (or, from a transport
+	// that does not wait, at once; or after a silence as long as the
+	// transport waits, which counts as sent): a connection that fails
+	// while the headers wait for that answer never carried the prompt.
+	// Each attempt of the transport's (it retries a request on a fresh
+	// connection when nothing was written) starts its own account.
+	var wrote, waiting, continued atomic.Bool
+	var waitedAt atomic.Int64
 	hreq = hreq.WithContext(httptrace.WithClientTrace(hreq.Context(), &httptrace.ClientTrace{
+		GetConn: func(string) {
+			waiting.Store(false)
+			continued.Store(false)
+		},
+		Wait100Continue: func() {
+			waitedAt.Store(time.Now().UnixNano())
+			waiting.Store(true)
+		},
+		Got100Continue: func() { continued.Store(true) },
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
+			if info.Err != nil {
+				return
+			}
+			sent := !waiting.Load() || continued.Load() ||
+				time.Since(time.Unix(0, waitedAt.Load())) >= continueWait/2
+			if sent {
 				wrote.Store(true)
 			}
 		},
