@@ -208,6 +208,12 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 		}()
 		d.log.Info("listening", "addr", ln.Addr().String(), "network", ln.Addr().Network(), "tls", l.tls, "anonymous", l.anonymous(d.auth.Policy()).String())
 	}
+	// The signals are ours before anyone is told we are ready: a reload
+	// (SIGHUP) sent the moment systemd or a caller sees readiness would
+	// otherwise meet the default action and end the process.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	status := fmt.Sprintf("serving %d backends, %d meters, %d receipts in the chain", len(n.Backends()), len(n.Meters()), n.Stores.Log.Durable())
 	if err := d.notify.Ready(status); err != nil {
 		d.log.Warn("telling systemd we are ready", "err", err)
@@ -227,9 +233,6 @@ func runServeWith(ctx context.Context, args []string, stderr io.Writer, hooks se
 		})
 	}()
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	var runErr error
 loop:
 	for {
