@@ -85,6 +85,28 @@ func (w workMeter) Open(ctx context.Context) (Window, error) {
 	return workWindow{win, w, cpu0}, nil
 }
 
+// runExactly runs the simulated clock on to until and not past it, in
+// steps of at most a millisecond, letting the sampler take each reading
+// that falls due: unlike runTo, which jumps to the next sleeper's
+// deadline, it cannot overshoot when that deadline lies beyond until
+// (a sampler that backed off under load), so the window holds the
+// engine's work and no more.
+func runExactly(t *testing.T, clock *drivertest.Clock, until time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // reports a hang only
+	defer cancel()
+	for {
+		if err := clock.WaitSleepers(ctx, 1); err != nil {
+			t.Fatalf("the sampler stopped sleeping: %v", err)
+		}
+		left := until.Sub(clock.Now())
+		if left <= 0 {
+			return
+		}
+		clock.Advance(min(left, time.Millisecond))
+	}
+}
+
 type workWindow struct {
 	Window
 	w    workMeter
@@ -95,7 +117,7 @@ func (ww workWindow) Close(ctx context.Context) (wire.Reading, error) {
 	w := ww.w
 	d := cpuNs(w.t, w.pid()) - ww.cpu0
 	*w.work = append(*w.work, d)
-	runTo(w.t, w.clock, w.clock.Now().Add(d))
+	runExactly(w.t, w.clock, w.clock.Now().Add(d))
 	tookEnd := make(chan struct{})
 	w.armed.Store(&tookEnd)
 	defer w.armed.Store(nil)
