@@ -63,7 +63,7 @@ type bpeMerger struct {
 	word []byte // the word in GPT-2's byte runes
 	key  []byte // "left right", a merge's name
 	syms []spmSym
-	q    []bpePair
+	q    pairQueue[bpePair]
 }
 
 type bpePair struct {
@@ -79,40 +79,6 @@ func (a bpePair) before(b bpePair) bool {
 		return a.rank < b.rank
 	}
 	return a.left < b.left
-}
-
-func (m *bpeMerger) push(p bpePair) {
-	m.q = append(m.q, p)
-	for i := len(m.q) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !m.q[i].before(m.q[parent]) {
-			break
-		}
-		m.q[i], m.q[parent] = m.q[parent], m.q[i]
-		i = parent
-	}
-}
-
-func (m *bpeMerger) pop() bpePair {
-	top := m.q[0]
-	last := len(m.q) - 1
-	m.q[0] = m.q[last]
-	m.q = m.q[:last]
-	for i := 0; ; {
-		l, r, best := 2*i+1, 2*i+2, i
-		if l < last && m.q[l].before(m.q[best]) {
-			best = l
-		}
-		if r < last && m.q[r].before(m.q[best]) {
-			best = r
-		}
-		if best == i {
-			break
-		}
-		m.q[i], m.q[best] = m.q[best], m.q[i]
-		i = best
-	}
-	return top
 }
 
 func (t *Tokenizer) mergeBPE(out []int, word string, m *bpeMerger) []int {
@@ -138,14 +104,14 @@ func (t *Tokenizer) mergeBPE(out []int, word string, m *bpeMerger) []int {
 		}
 		m.key = append(append(append(m.key[:0], w[syms[l].start:syms[l].end]...), ' '), w[syms[r].start:syms[r].end]...)
 		if rank, ok := t.ranks[string(m.key)]; ok {
-			m.push(bpePair{left: l, right: r, size: syms[r].end - syms[l].start, rank: int32(rank)})
+			m.q.push(bpePair{left: l, right: r, size: syms[r].end - syms[l].start, rank: int32(rank)})
 		}
 	}
 	for i := int32(1); i < int32(len(syms)); i++ {
 		try(i-1, i)
 	}
 	for len(m.q) > 0 {
-		p := m.pop()
+		p := m.q.pop()
 		l, r := &syms[p.left], &syms[p.right]
 		if l.start == l.end || r.start == r.end || l.next != p.right || r.end-l.start != p.size {
 			continue

@@ -123,41 +123,7 @@ func (t *Tokenizer) straddled(ctx []byte, cut int) bool {
 type spmMerger struct {
 	esc  []byte
 	syms []spmSym
-	q    []spmPair
-}
-
-func (m *spmMerger) push(p spmPair) {
-	m.q = append(m.q, p)
-	for i := len(m.q) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !m.q[i].before(m.q[parent]) {
-			break
-		}
-		m.q[i], m.q[parent] = m.q[parent], m.q[i]
-		i = parent
-	}
-}
-
-func (m *spmMerger) pop() spmPair {
-	top := m.q[0]
-	last := len(m.q) - 1
-	m.q[0] = m.q[last]
-	m.q = m.q[:last]
-	for i := 0; ; {
-		l, r, best := 2*i+1, 2*i+2, i
-		if l < last && m.q[l].before(m.q[best]) {
-			best = l
-		}
-		if r < last && m.q[r].before(m.q[best]) {
-			best = r
-		}
-		if best == i {
-			break
-		}
-		m.q[i], m.q[best] = m.q[best], m.q[i]
-		i = best
-	}
-	return top
+	q    pairQueue[spmPair]
 }
 
 // mergeSPM tokenizes the escaped text in m.esc.
@@ -181,14 +147,14 @@ func (t *Tokenizer) mergeSPM(out []int, m *spmMerger) []int {
 		}
 		s := text[syms[l].start:syms[r].end]
 		if id, ok := t.index[string(s)]; ok {
-			m.push(spmPair{left: l, right: r, size: int32(len(s)), score: t.Scores[id]})
+			m.q.push(spmPair{left: l, right: r, size: int32(len(s)), score: t.Scores[id]})
 		}
 	}
 	for i := int32(1); i < int32(len(syms)); i++ {
 		try(i-1, i)
 	}
 	for len(m.q) > 0 {
-		p := m.pop()
+		p := m.q.pop()
 		l, r := &syms[p.left], &syms[p.right]
 		// A pair queued before one side merged elsewhere is stale.
 		if l.start == l.end || r.start == r.end || l.next != p.right || r.end-l.start != p.size {
