@@ -56,6 +56,16 @@ func startCluster(t testing.TB, n int) []*server.Server {
 		}
 		return false
 	})
+	// A follower that has not applied the meta group's log yet forwards
+	// API requests it cannot answer.
+	waitFor(t, 20*time.Second, "every server current with the JetStream meta group", func() bool {
+		for _, s := range servers {
+			if !s.JetStreamIsCurrent() {
+				return false
+			}
+		}
+		return true
+	})
 	return servers
 }
 
@@ -103,6 +113,30 @@ func tryCluster(t testing.TB, n int) ([]*server.Server, error) {
 		}
 	}
 	return servers, nil
+}
+
+// createStream creates the stream, trying again while the cluster cannot
+// answer yet. A JetStream API request sent just after the meta group
+// elected its leader may go unanswered (the leader is still applying its
+// log, or steps down), and a request without a reply waits out its whole
+// context; so each try has its own short deadline, and a try that did
+// create the stream before its reply was lost is found by the next one.
+func createStream(t testing.TB, js jetstream.JetStream, cfg jetstream.StreamConfig, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := EnsureStream(ctx, js, cfg)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create stream %s: %d tries in %v, the last: %v", cfg.Name, try, d, err)
+		}
+		t.Logf("create stream %s, try %d: %v; again", cfg.Name, try, err)
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func clientURLs(servers []*server.Server) string {
@@ -157,9 +191,7 @@ func TestClusterLeaderKilledWhilePublishing(t *testing.T) {
 	defer cancel()
 	cfg := StreamConfig("", 0)
 	cfg.Replicas = 3
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	createStream(t, js, cfg, time.Minute)
 	leader := streamLeader(t, js, DefaultStream, 3, 20*time.Second)
 
 	var logs syncBuffer
