@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "scales_amd64.h"
 
 // Q4_1, Q5_0 and Q5_1 rows against the 32-value activation form (ggml's
 // vec_dot_q4_1_q8_1, q5_0_q8_0, q5_1_q8_1). The quants are spread to 32
@@ -137,23 +138,6 @@ DATA q5dup<>+40(SB)/8, $0x0000000500000005
 DATA q5dup<>+48(SB)/8, $0x0000000600000006
 DATA q5dup<>+56(SB)/8, $0x0000000700000007
 GLOBL q5dup<>(SB), RODATA|NOPTR, $64
-
-// D8 stores at OFF(SP) the eight products d·dₐ of the row at BASE, its
-// blocks S bytes apart from the one at AX/4 (d fp16 first), through X
-// (each row its own chain, started by the zeroing idiom).
-#define D8(BASE, S, OFF, X, Y) \
-	VPXOR     X, X, X \
-	VPINSRW   $0, 0*S BASE, X, X \
-	VPINSRW   $1, 1*S BASE, X, X \
-	VPINSRW   $2, 2*S BASE, X, X \
-	VPINSRW   $3, 3*S BASE, X, X \
-	VPINSRW   $4, 4*S BASE, X, X \
-	VPINSRW   $5, 5*S BASE, X, X \
-	VPINSRW   $6, 6*S BASE, X, X \
-	VPINSRW   $7, 7*S BASE, X, X \
-	VCVTPH2PS X, Y \
-	VMULPS    (DX)(AX*1), Y, Y \
-	VMOVUPS   Y, OFF(SP)
 
 // DM4 stores at OFF(SP) the products (d·dₐ, m·dₐ) of four blocks of the
 // row at BASE (d, m fp16 first), blocks S bytes apart from FIRST, dₐ

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "scales_amd64.h"
 
 // REDUCE8 adds the eight float lanes of Y0 into the low lane of X0, in
 // the same order as the Q8_0 kernel.
@@ -66,12 +67,10 @@
 // and VPMADDWD then gives the same int32 sums). Each lane's FMAs come in
 // the same order as one block at a time, so the floats are those of
 // the one-row loop; blocks past the last multiple of eight go one at a
-// time as there. Each row gathers its scales in its own register, so
-// the four insert chains overlap (through one register they serialised
-// and the gathering took half the time); staging the scales through
-// scalar loads and stores instead, a pass ahead, measured slower (256
-// cached 2048-column rows: 19.3 µs against 16.9, 20.5 one block at a
-// time), the kernel being bound by instructions issued.
+// time as there. Staging the scales through scalar loads and stores
+// instead of D8's inserts, a pass ahead, measured slower (256 cached
+// 2048-column rows: 19.3 µs against 16.9, 20.5 one block at a time),
+// the kernel being bound by instructions issued.
 
 // shift counts for VPSRLVQ: low lane 0 (low nibbles), high lane 4.
 DATA q40shr<>+0(SB)/8, $0
@@ -79,26 +78,6 @@ DATA q40shr<>+8(SB)/8, $0
 DATA q40shr<>+16(SB)/8, $4
 DATA q40shr<>+24(SB)/8, $4
 GLOBL q40shr<>(SB), RODATA|NOPTR, $32
-
-// H8 gathers the fp16 scales of eight blocks S bytes apart from R into X.
-#define H8(R, S, X) \
-	VPINSRW $0, 0(R), X, X \
-	VPINSRW $1, 1*S(R), X, X \
-	VPINSRW $2, 2*S(R), X, X \
-	VPINSRW $3, 3*S(R), X, X \
-	VPINSRW $4, 4*S(R), X, X \
-	VPINSRW $5, 5*S(R), X, X \
-	VPINSRW $6, 6*S(R), X, X \
-	VPINSRW $7, 7*S(R), X, X
-
-// SC8 stores at OFF(SP) the row at R's eight products d·dₐ for the
-// blocks from AX/4, d fp16 at R, S bytes apart.
-#define SC8(R, S, OFF, X, Y) \
-	VPXOR     X, X, X \
-	H8(R, S, X) \
-	VCVTPH2PS X, Y \
-	VMULPS    (DX)(AX*1), Y, Y \
-	VMOVUPS   Y, OFF(SP)
 
 // Q40B accumulates into ACC block K (of eight) of the row at R, its
 // scale product at SOFF+4·K(SP). Clobbers Y6, Y7.
@@ -173,10 +152,10 @@ q40g8:
 	PREFETCHT0 448(R14)
 	PREFETCHT0 512(R14)
 	ADDQ       $576, R14
-	SC8(R10, 18, 0, X8, Y8)
-	SC8(R11, 18, 32, X9, Y9)
-	SC8(R12, 18, 64, X10, Y10)
-	SC8(R13, 18, 96, X11, Y11)
+	D8((R10), 18, 0, X8, Y8)
+	D8((R11), 18, 32, X9, Y9)
+	D8((R12), 18, 64, X10, Y10)
+	D8((R13), 18, 96, X11, Y11)
 	Q40B4(0)
 	Q40B4(1)
 	Q40B4(2)
