@@ -152,6 +152,19 @@ GLOBL q5dup<>(SB), RODATA|NOPTR, $64
 	VMULPS    DUP, Y, Y \
 	VMOVUPS   Y, OFF(SP)
 
+// DM8R4 stores at 0–224(SP) the (d·dₐ, m·dₐ) products of the next eight
+// blocks, S bytes each, of the four rows at R10, R10+BX, R11 and R11+BX:
+// the eight-block passes of Q4_1 and Q5_1.
+#define DM8R4(S) \
+	DM4((R10), S, 0, Y6, 0, X4, Y4) \
+	DM4((R10), S, 4, Y7, 32, X5, Y5) \
+	DM4((R10)(BX*1), S, 0, Y6, 64, X4, Y4) \
+	DM4((R10)(BX*1), S, 4, Y7, 96, X5, Y5) \
+	DM4((R11), S, 0, Y6, 128, X4, Y4) \
+	DM4((R11), S, 4, Y7, 160, X5, Y5) \
+	DM4((R11)(BX*1), S, 0, Y6, 192, X4, Y4) \
+	DM4((R11)(BX*1), S, 4, Y7, 224, X5, Y5)
+
 // DUP8 sets Y6, Y7 to the doubled dₐ of the eight blocks from AX/4.
 #define DUP8 \
 	VMOVDQU q5dup<>+0(SB), Y6 \
@@ -287,14 +300,7 @@ q41g8:
 	PREFETCHT0 576(R14)
 	ADDQ       $640, R14
 	DUP8
-	DM4((R10), 20, 0, Y6, 0, X4, Y4)
-	DM4((R10), 20, 4, Y7, 32, X5, Y5)
-	DM4((R10)(BX*1), 20, 0, Y6, 64, X4, Y4)
-	DM4((R10)(BX*1), 20, 4, Y7, 96, X5, Y5)
-	DM4((R11), 20, 0, Y6, 128, X4, Y4)
-	DM4((R11), 20, 4, Y7, 160, X5, Y5)
-	DM4((R11)(BX*1), 20, 0, Y6, 192, X4, Y4)
-	DM4((R11)(BX*1), 20, 4, Y7, 224, X5, Y5)
+	DM8R4(20)
 	Q41B4(0)
 	Q41B4(1)
 	Q41B4(2)
@@ -602,14 +608,7 @@ q51g8:
 	PREFETCHT0 704(R14)
 	ADDQ       $768, R14
 	DUP8
-	DM4((R10), 24, 0, Y6, 0, X4, Y4)
-	DM4((R10), 24, 4, Y7, 32, X5, Y5)
-	DM4((R10)(BX*1), 24, 0, Y6, 64, X4, Y4)
-	DM4((R10)(BX*1), 24, 4, Y7, 96, X5, Y5)
-	DM4((R11), 24, 0, Y6, 128, X4, Y4)
-	DM4((R11), 24, 4, Y7, 160, X5, Y5)
-	DM4((R11)(BX*1), 24, 0, Y6, 192, X4, Y4)
-	DM4((R11)(BX*1), 24, 4, Y7, 224, X5, Y5)
+	DM8R4(24)
 	Q5B514(0)
 	Q5B514(1)
 	Q5B514(2)
