@@ -41,7 +41,9 @@ func decodeServeBody(w http.ResponseWriter, r *http.Request, limit int64, b *ser
 
 // readN reads a body of n announced bytes: all of them, or those that came
 // and the error that ended them. The server holds the body to its
-// Content-Length, so a complete read is the whole body.
+// Content-Length, so a complete read is the whole body. Not io.ReadFull:
+// it turns an early EOF into io.ErrUnexpectedEOF, and the fallback
+// decoder must meet the error the body itself gave.
 func readN(r io.Reader, n int) ([]byte, error) {
 	buf := make([]byte, n)
 	got := 0
@@ -85,77 +87,36 @@ func parseServeBody(data []byte, b *serveBody) bool {
 	seen := 0
 	if !p.peek('}') {
 		for {
-			key, ok := p.key()
+			key, ok := p.raw()
 			if !ok || !p.byte(':') {
 				return false
 			}
 			var bit int
-			switch key {
+			// A switch on string(key) compares without allocating.
+			switch string(key) {
 			case "prompt":
-				bit = fPrompt
-				s, ok := p.str()
-				if !ok {
-					return false
-				}
-				b.Prompt = &s
+				bit, ok = fPrompt, p.str(&b.Prompt)
 			case "grant":
-				bit = fGrant
-				s, ok := p.str()
-				if !ok {
-					return false
-				}
-				b.Grant = &s
+				bit, ok = fGrant, p.str(&b.Grant)
 			case "max_tokens":
-				bit = fMaxTokens
-				v, ok := p.uint(1<<32 - 1)
-				if !ok {
-					return false
-				}
-				u := uint32(v)
-				b.MaxTokens = &u
+				bit, ok = fMaxTokens, uintField(&p, &b.MaxTokens)
 			case "prompt_tokens":
-				bit = fPromptTokens
-				v, ok := p.uint(1<<32 - 1)
-				if !ok {
-					return false
-				}
-				u := uint32(v)
-				b.PromptTokens = &u
+				bit, ok = fPromptTokens, uintField(&p, &b.PromptTokens)
 			case "fidelity_floor":
-				bit = fFidelityFloor
-				v, ok := p.uint(1<<8 - 1)
-				if !ok {
-					return false
-				}
-				u := uint8(v)
-				b.FidelityFloor = &u
+				bit, ok = fFidelityFloor, uintField(&p, &b.FidelityFloor)
 			case "joule_ceiling_uj":
-				bit = fJouleCeiling
-				v, ok := p.uint(1<<64 - 1)
-				if !ok {
-					return false
-				}
-				b.JouleCeilingUJ = &v
+				bit, ok = fJouleCeiling, uintField(&p, &b.JouleCeilingUJ)
 			case "run":
-				bit = fRun
-				v, ok := p.uint(1<<64 - 1)
-				if !ok {
-					return false
-				}
-				b.Run = &v
+				bit, ok = fRun, uintField(&p, &b.Run)
 			case "time_first_token":
+				b.TimeFirstToken, ok = p.bool()
 				bit = fTimeFirstToken
-				v, ok := p.bool()
-				if !ok {
-					return false
-				}
-				b.TimeFirstToken = v
 			default:
 				// encoding/json matches names without regard to case and
 				// skips unknown ones: its decode decides.
 				return false
 			}
-			if seen&bit != 0 {
+			if !ok || seen&bit != 0 {
 				return false // a repeated field: encoding/json's rules apply
 			}
 			seen |= bit
@@ -229,36 +190,24 @@ func (p *bodyParser) raw() ([]byte, bool) {
 	return nil, false
 }
 
-func (p *bodyParser) key() (string, bool) {
+// str reads a plain string into *dst.
+func (p *bodyParser) str(dst **string) bool {
 	s, ok := p.raw()
-	// The switch on string(s) does not allocate.
-	if !ok {
-		return "", false
+	if ok {
+		v := string(s)
+		*dst = &v
 	}
-	switch string(s) {
-	case "prompt":
-		return "prompt", true
-	case "max_tokens":
-		return "max_tokens", true
-	case "prompt_tokens":
-		return "prompt_tokens", true
-	case "fidelity_floor":
-		return "fidelity_floor", true
-	case "joule_ceiling_uj":
-		return "joule_ceiling_uj", true
-	case "grant":
-		return "grant", true
-	case "run":
-		return "run", true
-	case "time_first_token":
-		return "time_first_token", true
-	}
-	return "", false
+	return ok
 }
 
-func (p *bodyParser) str() (string, bool) {
-	s, ok := p.raw()
-	return string(s), ok
+// uintField reads an unsigned integer that fits T into *dst.
+func uintField[T uint8 | uint32 | uint64](p *bodyParser, dst **T) bool {
+	v, ok := p.uint(uint64(^T(0)))
+	if ok {
+		t := T(v)
+		*dst = &t
+	}
+	return ok
 }
 
 // uint reads an unsigned integer literal of at most max: digits only, no
