@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -307,12 +306,7 @@ func badField(w http.ResponseWriter, field, msg string) {
 // decodeBody decodes a JSON object body into v, naming the field at fault
 // in a type error, and refusing trailing data and oversized bodies.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	return decodeFrom(w, r.Body, v)
-}
-
-// decodeFrom is decodeBody reading the body from body.
-func decodeFrom(w http.ResponseWriter, body io.Reader, v any) bool {
-	dec := json.NewDecoder(body)
+	dec := json.NewDecoder(r.Body)
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError

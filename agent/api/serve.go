@@ -106,7 +106,7 @@ type serveReply struct {
 // serve is POST /v1/serve: the mesh/1 call, its answer and its receipt.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	var b serveBody
-	if !decodeServeBody(w, r, s.opts.MaxBodyBytes, &b) {
+	if !decodeBody(w, r, &b) {
 		return
 	}
 	if b.Prompt == nil || *b.Prompt == "" {
