@@ -1,7 +1,6 @@
 //go:build !purego
 
 #include "textflag.h"
-#include "scales_amd64.h"
 
 // Q4_1, Q5_0 and Q5_1 rows against the 32-value activation form (ggml's
 // vec_dot_q4_1_q8_1, q5_0_q8_0, q5_1_q8_1). The quants are spread to 32
@@ -106,150 +105,8 @@ GLOBL q5x10<>(SB), RODATA|NOPTR, $32
 	VHADDPS      X, X, X \
 	VHADDPS      X, X, X
 
-
-// The four-row passes go eight blocks at a time (as dotQ4_0RowsAVX2 in
-// dotq_amd64.s): per eight blocks each row's eight products d·dₐ (and
-// m·dₐ) are made at once (VPINSRW or VPINSRD, VCVTPH2PS, VMULPS: the
-// roundings of a VMULSS per block) into the stack, so that a block costs
-// a row a broadcast load for its scale (and a memory operand for its
-// minimum's product) instead of a conversion, multiplies and a
-// broadcast; the nibbles are spread by one variable shift of the
-// broadcast 16 bytes, and Q5_0's offset comes off the int16 pair sums
-// (16·(pair sums of a), within ±2·(31+16)·128: VPMADDWD then gives the
-// same int32 sums). Each lane's FMAs and each row's minimum sum come in
-// the one-row order, so the floats are the one-row loop's; blocks past
-// the last multiple of eight go one at a time as there.
-
-// shift counts for VPSRLVQ: low lane 0 (low nibbles), high lane 4.
-DATA q5shr<>+0(SB)/8, $0
-DATA q5shr<>+8(SB)/8, $0
-DATA q5shr<>+16(SB)/8, $4
-DATA q5shr<>+24(SB)/8, $4
-GLOBL q5shr<>(SB), RODATA|NOPTR, $32
-
-// VPERMPS indices doubling dₐ for blocks 0-3 and 4-7 of eight, to meet
-// the (d, m) pairs.
-DATA q5dup<>+0(SB)/8, $0x0000000000000000
-DATA q5dup<>+8(SB)/8, $0x0000000100000001
-DATA q5dup<>+16(SB)/8, $0x0000000200000002
-DATA q5dup<>+24(SB)/8, $0x0000000300000003
-DATA q5dup<>+32(SB)/8, $0x0000000400000004
-DATA q5dup<>+40(SB)/8, $0x0000000500000005
-DATA q5dup<>+48(SB)/8, $0x0000000600000006
-DATA q5dup<>+56(SB)/8, $0x0000000700000007
-GLOBL q5dup<>(SB), RODATA|NOPTR, $64
-
-// DM4 stores at OFF(SP) the products (d·dₐ, m·dₐ) of four blocks of the
-// row at BASE (d, m fp16 first), blocks S bytes apart from FIRST, dₐ
-// doubled in DUP.
-#define DM4(BASE, S, FIRST, DUP, OFF, X, Y) \
-	VPXOR     X, X, X \
-	VPINSRD   $0, (FIRST+0)*S BASE, X, X \
-	VPINSRD   $1, (FIRST+1)*S BASE, X, X \
-	VPINSRD   $2, (FIRST+2)*S BASE, X, X \
-	VPINSRD   $3, (FIRST+3)*S BASE, X, X \
-	VCVTPH2PS X, Y \
-	VMULPS    DUP, Y, Y \
-	VMOVUPS   Y, OFF(SP)
-
-// DM8R4 stores at 0–224(SP) the (d·dₐ, m·dₐ) products of the next eight
-// blocks, S bytes each, of the four rows at R10, R10+BX, R11 and R11+BX:
-// the eight-block passes of Q4_1 and Q5_1.
-#define DM8R4(S) \
-	DM4((R10), S, 0, Y6, 0, X4, Y4) \
-	DM4((R10), S, 4, Y7, 32, X5, Y5) \
-	DM4((R10)(BX*1), S, 0, Y6, 64, X4, Y4) \
-	DM4((R10)(BX*1), S, 4, Y7, 96, X5, Y5) \
-	DM4((R11), S, 0, Y6, 128, X4, Y4) \
-	DM4((R11), S, 4, Y7, 160, X5, Y5) \
-	DM4((R11)(BX*1), S, 0, Y6, 192, X4, Y4) \
-	DM4((R11)(BX*1), S, 4, Y7, 224, X5, Y5)
-
-// DUP8 sets Y6, Y7 to the doubled dₐ of the eight blocks from AX/4.
-#define DUP8 \
-	VMOVDQU q5dup<>+0(SB), Y6 \
-	VMOVDQU q5dup<>+32(SB), Y7 \
-	VPERMPS (DX)(AX*1), Y6, Y6 \
-	VPERMPS (DX)(AX*1), Y7, Y7
-
-// Q41B accumulates block K (of eight) of the Q4_1 row at BASE into ACC
-// and MACC, its products at SOFF+8·K(SP). Clobbers Y6, Y7.
-#define Q41B(BASE, K, SOFF, ACC, MACC) \
-	VBROADCASTI128 4+20*K BASE, Y6 \
-	VPSRLVQ        Y8, Y6, Y6 \
-	VPAND          Y14, Y6, Y6 \
-	VPMADDUBSW     Y4, Y6, Y6 \
-	VPMADDWD       Y15, Y6, Y6 \
-	VCVTDQ2PS      Y6, Y6 \
-	VBROADCASTSS   SOFF+8*K(SP), Y7 \
-	VFMADD231PS    Y7, Y6, ACC \
-	VFMADD231SS    SOFF+8*K+4(SP), X5, MACC
-
-// Q5B50 is Q41B for Q5_0 (one product a block, at SOFF+4·K(SP)), after
-// 16·(the activation's int16 pair sums) in Y5. Clobbers Y6, Y7.
-#define Q5B50(BASE, K, SOFF, ACC) \
-	VPBROADCASTD   2+22*K BASE, Y7 \
-	VPSHUFB        Y12, Y7, Y7 \
-	VPAND          Y11, Y7, Y7 \
-	VPCMPEQB       Y11, Y7, Y7 \
-	VPAND          Y13, Y7, Y7 \
-	VBROADCASTI128 6+22*K BASE, Y6 \
-	VPSRLVQ        Y10, Y6, Y6 \
-	VPAND          Y14, Y6, Y6 \
-	VPOR           Y7, Y6, Y6 \
-	VPMADDUBSW     Y4, Y6, Y6 \
-	VPSUBW         Y5, Y6, Y6 \
-	VPMADDWD       Y15, Y6, Y6 \
-	VCVTDQ2PS      Y6, Y6 \
-	VBROADCASTSS   SOFF+4*K(SP), Y7 \
-	VFMADD231PS    Y7, Y6, ACC
-
-// Q5B51 is Q41B for Q5_1: q5sel in Y8, q5shuf in Y9. Clobbers Y6, Y7.
-#define Q5B51(BASE, K, SOFF, ACC, MACC) \
-	VPBROADCASTD   4+24*K BASE, Y7 \
-	VPSHUFB        Y9, Y7, Y7 \
-	VPAND          Y8, Y7, Y7 \
-	VPCMPEQB       Y8, Y7, Y7 \
-	VPAND          q5x10<>(SB), Y7, Y7 \
-	VBROADCASTI128 8+24*K BASE, Y6 \
-	VPSRLVQ        q5shr<>(SB), Y6, Y6 \
-	VPAND          Y14, Y6, Y6 \
-	VPOR           Y7, Y6, Y6 \
-	VPMADDUBSW     Y4, Y6, Y6 \
-	VPMADDWD       Y15, Y6, Y6 \
-	VCVTDQ2PS      Y6, Y6 \
-	VBROADCASTSS   SOFF+8*K(SP), Y7 \
-	VFMADD231PS    Y7, Y6, ACC \
-	VFMADD231SS    SOFF+8*K+4(SP), X5, MACC
-
-// Q41B4, Q5B504 and Q5B514 are block K of the four rows, after the
-// activation block (and its sum S, or 16·(its pair sums)).
-#define Q41B4(K) \
-	VMOVDQU    32*K(DI)(AX*8), Y4 \
-	VCVTSI2SSL 4*K(R12)(AX*1), X5, X5 \
-	Q41B((R10), K, 0, Y0, X10) \
-	Q41B((R10)(BX*1), K, 64, Y1, X11) \
-	Q41B((R11), K, 128, Y2, X12) \
-	Q41B((R11)(BX*1), K, 192, Y3, X13)
-
-#define Q5B504(K) \
-	VMOVDQU    32*K(DI)(AX*8), Y4 \
-	VPMADDUBSW Y4, Y13, Y5 \
-	Q5B50((R10), K, 0, Y0) \
-	Q5B50((R10)(BX*1), K, 32, Y1) \
-	Q5B50((R11), K, 64, Y2) \
-	Q5B50((R11)(BX*1), K, 96, Y3)
-
-#define Q5B514(K) \
-	VMOVDQU    32*K(DI)(AX*8), Y4 \
-	VCVTSI2SSL 4*K(R12)(AX*1), X5, X5 \
-	Q5B51((R10), K, 0, Y0, X10) \
-	Q5B51((R10)(BX*1), K, 64, Y1, X11) \
-	Q5B51((R11), K, 128, Y2, X12) \
-	Q5B51((R11)(BX*1), K, 192, Y3, X13)
-
 // func dotQ4_1RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
-TEXT ·dotQ4_1RowsAVX2(SB), NOSPLIT, $256-64
+TEXT ·dotQ4_1RowsAVX2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
 	MOVQ rowBytes+8(FP), BX
 	MOVQ n+16(FP), CX
@@ -259,8 +116,6 @@ TEXT ·dotQ4_1RowsAVX2(SB), NOSPLIT, $256-64
 	MOVQ nb+48(FP), R8
 	MOVQ out+56(FP), R9
 	SHLQ $2, R8
-	MOVQ R8, R15
-	ANDQ $~31, R15 // AX's end for the eight-block steps
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -283,41 +138,6 @@ q41group:
 	VXORPS X11, X11, X11
 	VXORPS X12, X12, X12
 	VXORPS X13, X13, X13
-
-	CMPQ   AX, R15
-	JGE    q41gblocks
-	VMOVDQU q5shr<>(SB), Y8 // the one-block code clobbers it
-q41g8:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	PREFETCHT0 128(R14)
-	PREFETCHT0 192(R14)
-	PREFETCHT0 256(R14)
-	PREFETCHT0 320(R14)
-	PREFETCHT0 384(R14)
-	PREFETCHT0 448(R14)
-	PREFETCHT0 512(R14)
-	PREFETCHT0 576(R14)
-	ADDQ       $640, R14
-	DUP8
-	DM8R4(20)
-	Q41B4(0)
-	Q41B4(1)
-	Q41B4(2)
-	Q41B4(3)
-	Q41B4(4)
-	Q41B4(5)
-	Q41B4(6)
-	Q41B4(7)
-	ADDQ $160, R10
-	ADDQ $160, R11
-	ADDQ $32, AX
-	CMPQ AX, R15
-	JLT  q41g8
-
-q41gblocks:
-	CMPQ AX, R8
-	JGE  q41gdone
 
 q41gblock:
 	PREFETCHT0 (R14)
@@ -342,7 +162,6 @@ q41gblock:
 	CMPQ AX, R8
 	JLT  q41gblock
 
-q41gdone:
 	REDUCE8TO(Y0, X0)
 	VADDSS X10, X0, X0
 	REDUCE8TO(Y1, X1)
@@ -395,7 +214,7 @@ q41done:
 	RET
 
 // func dotQ5_0RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
-TEXT ·dotQ5_0RowsAVX2(SB), NOSPLIT, $128-64
+TEXT ·dotQ5_0RowsAVX2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
 	MOVQ rowBytes+8(FP), BX
 	MOVQ n+16(FP), CX
@@ -405,8 +224,6 @@ TEXT ·dotQ5_0RowsAVX2(SB), NOSPLIT, $128-64
 	MOVQ nb+48(FP), R8
 	MOVQ out+56(FP), R9
 	SHLQ $2, R8
-	MOVQ R8, R15
-	ANDQ $~31, R15 // AX's end for the eight-block steps
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -415,7 +232,6 @@ TEXT ·dotQ5_0RowsAVX2(SB), NOSPLIT, $128-64
 	VMOVDQU q5shuf<>(SB), Y12
 	VMOVDQU q5sel<>(SB), Y11
 	VMOVDQU q5x10<>(SB), Y13
-	VMOVDQU q5shr<>(SB), Y10
 
 	CMPQ CX, $4
 	JLT  q50tail
@@ -429,44 +245,6 @@ q50group:
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-
-	CMPQ   AX, R15
-	JGE    q50gblocks
-
-q50g8:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	PREFETCHT0 128(R14)
-	PREFETCHT0 192(R14)
-	PREFETCHT0 256(R14)
-	PREFETCHT0 320(R14)
-	PREFETCHT0 384(R14)
-	PREFETCHT0 448(R14)
-	PREFETCHT0 512(R14)
-	PREFETCHT0 576(R14)
-	PREFETCHT0 640(R14)
-	ADDQ       $704, R14
-	D8((R10), 22, 0, X8, Y8)
-	D8((R10)(BX*1), 22, 32, X9, Y9)
-	D8((R11), 22, 64, X8, Y8)
-	D8((R11)(BX*1), 22, 96, X9, Y9)
-	Q5B504(0)
-	Q5B504(1)
-	Q5B504(2)
-	Q5B504(3)
-	Q5B504(4)
-	Q5B504(5)
-	Q5B504(6)
-	Q5B504(7)
-	ADDQ $176, R10
-	ADDQ $176, R11
-	ADDQ $32, AX
-	CMPQ AX, R15
-	JLT  q50g8
-
-q50gblocks:
-	CMPQ AX, R8
-	JGE  q50gdone
 
 q50gblock:
 	PREFETCHT0 (R14)
@@ -503,7 +281,6 @@ q50gblock:
 	CMPQ AX, R8
 	JLT  q50gblock
 
-q50gdone:
 	REDUCE8TO(Y0, X0)
 	REDUCE8TO(Y1, X1)
 	REDUCE8TO(Y2, X2)
@@ -553,7 +330,7 @@ q50done:
 	RET
 
 // func dotQ5_1RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
-TEXT ·dotQ5_1RowsAVX2(SB), NOSPLIT, $256-64
+TEXT ·dotQ5_1RowsAVX2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
 	MOVQ rowBytes+8(FP), BX
 	MOVQ n+16(FP), CX
@@ -563,8 +340,6 @@ TEXT ·dotQ5_1RowsAVX2(SB), NOSPLIT, $256-64
 	MOVQ nb+48(FP), R8
 	MOVQ out+56(FP), R9
 	SHLQ $2, R8
-	MOVQ R8, R15
-	ANDQ $~31, R15 // AX's end for the eight-block steps
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -587,45 +362,6 @@ q51group:
 	VXORPS X11, X11, X11
 	VXORPS X12, X12, X12
 	VXORPS X13, X13, X13
-
-	CMPQ   AX, R15
-	JGE    q51gblocks
-	VMOVDQU q5sel<>(SB), Y8 // the one-block code clobbers Y8
-	VMOVDQU q5shuf<>(SB), Y9
-
-q51g8:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	PREFETCHT0 128(R14)
-	PREFETCHT0 192(R14)
-	PREFETCHT0 256(R14)
-	PREFETCHT0 320(R14)
-	PREFETCHT0 384(R14)
-	PREFETCHT0 448(R14)
-	PREFETCHT0 512(R14)
-	PREFETCHT0 576(R14)
-	PREFETCHT0 640(R14)
-	PREFETCHT0 704(R14)
-	ADDQ       $768, R14
-	DUP8
-	DM8R4(24)
-	Q5B514(0)
-	Q5B514(1)
-	Q5B514(2)
-	Q5B514(3)
-	Q5B514(4)
-	Q5B514(5)
-	Q5B514(6)
-	Q5B514(7)
-	ADDQ $192, R10
-	ADDQ $192, R11
-	ADDQ $32, AX
-	CMPQ AX, R15
-	JLT  q51g8
-
-q51gblocks:
-	CMPQ AX, R8
-	JGE  q51gdone
 
 q51gblock:
 	PREFETCHT0 (R14)
@@ -658,7 +394,6 @@ q51gblock:
 	CMPQ AX, R8
 	JLT  q51gblock
 
-q51gdone:
 	REDUCE8TO(Y0, X0)
 	VADDSS X10, X0, X0
 	REDUCE8TO(Y1, X1)

@@ -1,7 +1,6 @@
 //go:build !purego
 
 #include "textflag.h"
-#include "scales_amd64.h"
 
 // REDUCE8 adds the eight float lanes of Y0 into the low lane of X0, in
 // the same order as the Q8_0 kernel.
@@ -56,54 +55,8 @@
 	VHADDPS      X, X, X \
 	VHADDPS      X, X, X
 
-// The four-row pass goes eight blocks at a time. Per eight blocks it
-// first makes each row's eight products d·dₐ (VPINSRW, VCVTPH2PS, one
-// VMULPS: the same roundings as a VMULSS per block) into 0-127(SP), so a
-// block costs a row one broadcast load for its scale instead of a
-// conversion, multiply and broadcast; the nibbles are spread by one
-// variable shift of the broadcast 16 bytes (high lane by 4) and the
-// offset comes off the int16 pair sums (8·(pair sums of a), once per
-// block for the four rows: the difference stays within ±2·(15+8)·128,
-// and VPMADDWD then gives the same int32 sums). Each lane's FMAs come in
-// the same order as one block at a time, so the floats are those of
-// the one-row loop; blocks past the last multiple of eight go one at a
-// time as there. Staging the scales through scalar loads and stores
-// instead of D8's inserts, a pass ahead, measured slower (256 cached
-// 2048-column rows: 19.3 µs against 16.9, 20.5 one block at a time),
-// the kernel being bound by instructions issued.
-
-// shift counts for VPSRLVQ: low lane 0 (low nibbles), high lane 4.
-DATA q40shr<>+0(SB)/8, $0
-DATA q40shr<>+8(SB)/8, $0
-DATA q40shr<>+16(SB)/8, $4
-DATA q40shr<>+24(SB)/8, $4
-GLOBL q40shr<>(SB), RODATA|NOPTR, $32
-
-// Q40B accumulates into ACC block K (of eight) of the row at R, its
-// scale product at SOFF+4·K(SP). Clobbers Y6, Y7.
-#define Q40B(R, K, SOFF, ACC) \
-	VBROADCASTI128 2+18*K(R), Y6 \
-	VPSRLVQ        Y12, Y6, Y6 \
-	VPAND          Y14, Y6, Y6 \
-	VPMADDUBSW     Y4, Y6, Y6 \
-	VPSUBW         Y5, Y6, Y6 \
-	VPMADDWD       Y15, Y6, Y6 \
-	VCVTDQ2PS      Y6, Y6 \
-	VBROADCASTSS   SOFF+4*K(SP), Y7 \
-	VFMADD231PS    Y7, Y6, ACC
-
-// Q40B4 is block K of the four rows R10-R13, after the activation
-// block and 8·(its int16 pair sums).
-#define Q40B4(K) \
-	VMOVDQU    32*K(DI)(AX*8), Y4 \
-	VPMADDUBSW Y4, Y13, Y5 \
-	Q40B(R10, K, 0, Y0) \
-	Q40B(R11, K, 32, Y1) \
-	Q40B(R12, K, 64, Y2) \
-	Q40B(R13, K, 96, Y3)
-
 // func dotQ4_0RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, nb int, out *float32)
-TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $128-56
+TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $0-56
 	MOVQ w+0(FP), SI
 	MOVQ rowBytes+8(FP), BX
 	MOVQ n+16(FP), CX
@@ -112,8 +65,6 @@ TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $128-56
 	MOVQ nb+40(FP), R8
 	MOVQ out+48(FP), R9
 	SHLQ $2, R8 // AX steps 4 per block: d at (DX)(AX*1), q at (DI)(AX*8)
-	MOVQ R8, R15
-	ANDQ $~31, R15 // AX's end for the eight-block steps
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -122,59 +73,19 @@ TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $128-56
 	VPBROADCASTQ X13, Y13
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW   $15, Y15, Y15
-	VMOVDQU  q40shr<>(SB), Y12
 
 	CMPQ CX, $4
 	JLT  q40tail
 
 q40group:
 	MOVQ SI, R10
-	LEAQ (SI)(BX*1), R11
-	LEAQ (SI)(BX*2), R12
-	LEAQ (R11)(BX*2), R13
+	LEAQ (SI)(BX*2), R11
 	LEAQ (SI)(BX*8), R14 // two groups ahead
 	XORQ AX, AX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	CMPQ   AX, R15
-	JGE    q40gblocks
-
-q40g8:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	PREFETCHT0 128(R14)
-	PREFETCHT0 192(R14)
-	PREFETCHT0 256(R14)
-	PREFETCHT0 320(R14)
-	PREFETCHT0 384(R14)
-	PREFETCHT0 448(R14)
-	PREFETCHT0 512(R14)
-	ADDQ       $576, R14
-	D8((R10), 18, 0, X8, Y8)
-	D8((R11), 18, 32, X9, Y9)
-	D8((R12), 18, 64, X10, Y10)
-	D8((R13), 18, 96, X11, Y11)
-	Q40B4(0)
-	Q40B4(1)
-	Q40B4(2)
-	Q40B4(3)
-	Q40B4(4)
-	Q40B4(5)
-	Q40B4(6)
-	Q40B4(7)
-	ADDQ $144, R10
-	ADDQ $144, R11
-	ADDQ $144, R12
-	ADDQ $144, R13
-	ADDQ $32, AX
-	CMPQ AX, R15
-	JLT  q40g8
-
-q40gblocks:
-	CMPQ AX, R8
-	JGE  q40gdone
 
 q40gblock:
 	PREFETCHT0 (R14)
@@ -182,18 +93,15 @@ q40gblock:
 	ADDQ       $72, R14
 	Q40ACT
 	Q40ROW(2(R10), (R10), Y0)
-	Q40ROW(2(R11), (R11), Y1)
-	Q40ROW(2(R12), (R12), Y2)
-	Q40ROW(2(R13), (R13), Y3)
+	Q40ROW(2(R10)(BX*1), (R10)(BX*1), Y1)
+	Q40ROW(2(R11), (R11), Y2)
+	Q40ROW(2(R11)(BX*1), (R11)(BX*1), Y3)
 	ADDQ $18, R10
 	ADDQ $18, R11
-	ADDQ $18, R12
-	ADDQ $18, R13
 	ADDQ $4, AX
 	CMPQ AX, R8
 	JLT  q40gblock
 
-q40gdone:
 	REDUCE8TO(Y0, X0)
 	REDUCE8TO(Y1, X1)
 	REDUCE8TO(Y2, X2)
