@@ -50,8 +50,9 @@ type PublisherConfig struct {
 	// publisher does not insist on Stream as the destination either).
 	NoStreamSetup bool
 	// CursorPath is the file holding the next sequence to publish. It is
-	// written atomically and only after the server acknowledged, so it
-	// never runs ahead of what the stream holds.
+	// written only after the server acknowledged, so it never runs ahead
+	// of what the stream holds, and in place into one of two checksummed
+	// slots, so that a torn write leaves the other.
 	CursorPath string
 	// Batch is how many receipts are read and published at once (at
 	// most; DefaultBatch when zero). A crash can republish at most one
@@ -285,8 +286,26 @@ func (p *Publisher) Run(ctx context.Context) error {
 		lingered bool
 	)
 	defer poll.Stop()
+	// The cursor file stays open while publishing: each save is one
+	// write in place.
+	var cf *cursorFile
+	defer func() {
+		if cf != nil {
+			cf.close()
+		}
+	}()
 	saveCursor := func() {
-		if err := writeCursor(p.cfg.CursorPath, cursor{Steward: p.steward, Next: next}); err != nil {
+		c := cursor{Steward: p.steward, Next: next}
+		var err error
+		if cf == nil {
+			var created bool
+			if cf, created, err = openCursor(p.cfg.CursorPath, c); err == nil && !created {
+				err = cf.write(c)
+			}
+		} else {
+			err = cf.write(c)
+		}
+		if err != nil {
 			// The stream has them; only a restart would republish.
 			p.log.Error("fleet: cursor not saved", "err", err, "next", next)
 		}
