@@ -50,8 +50,9 @@ type PublisherConfig struct {
 	// publisher does not insist on Stream as the destination either).
 	NoStreamSetup bool
 	// CursorPath is the file holding the next sequence to publish. It is
-	// written atomically and only after the server acknowledged, so it
-	// never runs ahead of what the stream holds.
+	// written only after the server acknowledged, so it never runs ahead
+	// of what the stream holds, and in place into one of two checksummed
+	// slots, so that a torn write leaves the other.
 	CursorPath string
 	// Batch is how many receipts are read and published at once (at
 	// most; DefaultBatch when zero). A crash can republish at most one
@@ -243,12 +244,17 @@ func (p *Publisher) Run(ctx context.Context) error {
 	p.nc.Store(nc)
 	up := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(up)
-	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(p.cfg.Batch),
-		jetstream.WithPublishAsyncTimeout(p.cfg.AckTimeout))
+	// The JetStream API is used to set the stream up; messages go
+	// through the publisher's own publish path.
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("fleet publisher: %w", err)
 	}
+	snd, err := newSender(nc, p.cfg.Batch, p.cfg.AckTimeout)
+	if err != nil {
+		return fmt.Errorf("fleet publisher: %w", err)
+	}
+	defer snd.close()
 
 	var (
 		streamReady = p.cfg.NoStreamSetup
@@ -280,8 +286,26 @@ func (p *Publisher) Run(ctx context.Context) error {
 		lingered bool
 	)
 	defer poll.Stop()
+	// The cursor file stays open while publishing: each save is one
+	// write in place.
+	var cf *cursorFile
+	defer func() {
+		if cf != nil {
+			cf.close()
+		}
+	}()
 	saveCursor := func() {
-		if err := writeCursor(p.cfg.CursorPath, cursor{Steward: p.steward, Next: next}); err != nil {
+		c := cursor{Steward: p.steward, Next: next}
+		var err error
+		if cf == nil {
+			var created bool
+			if cf, created, err = openCursor(p.cfg.CursorPath, c); err == nil && !created {
+				err = cf.write(c)
+			}
+		} else {
+			err = cf.write(c)
+		}
+		if err != nil {
 			// The stream has them; only a restart would republish.
 			p.log.Error("fleet: cursor not saved", "err", err, "next", next)
 		}
@@ -348,7 +372,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		// A checkpoint is published only once every receipt it covers
 		// is in the stream, so a verifier that reaches it can check it.
 		if pendingCP != nil && pendingCP.Count <= next {
-			if err := p.publishCheckpoint(ctx, js, pendingCP); err != nil {
+			if err := p.publishCheckpoint(ctx, snd, pendingCP); err != nil {
 				if errors.Is(err, jetstream.ErrNoStreamResponse) {
 					streamReady = p.cfg.NoStreamSetup
 				}
@@ -367,7 +391,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 				}
 				continue
 			}
-			acked, err := p.publishBatch(ctx, js, next, envs)
+			acked, err := p.publishBatch(ctx, snd, next, envs)
 			if acked > 0 {
 				next += uint64(acked)
 				since += uint64(acked)
@@ -491,55 +515,30 @@ func (p *Publisher) startAt() uint64 {
 	return c.Next
 }
 
-// publishBatch publishes envs (the receipts from first on) asynchronously
-// and waits for every acknowledgement. It returns how many, from the
-// first, were acknowledged in an unbroken run: only those may move the
-// cursor. A duplicate acknowledgement counts: the stream has the message.
-func (p *Publisher) publishBatch(ctx context.Context, js jetstream.JetStream, first uint64, envs [][]byte) (int, error) {
-	futs := make([]jetstream.PubAckFuture, 0, len(envs))
-	var firstErr error
-	for i, env := range envs {
-		f, err := js.PublishMsgAsync(ReceiptMsg(p.steward, first+uint64(i), env), p.expect()...)
-		if err != nil {
-			firstErr = fmt.Errorf("publish receipt %d: %w", first+uint64(i), err)
-			break
-		}
-		futs = append(futs, f)
+// publishBatch publishes envs (the receipts from first on) and waits for
+// every acknowledgement. It returns how many, from the first, were
+// acknowledged in an unbroken run: only those may move the cursor. A
+// duplicate acknowledgement counts: the stream has the message.
+func (p *Publisher) publishBatch(ctx context.Context, snd *sender, first uint64, envs [][]byte) (int, error) {
+	subject := ReceiptSubject(p.steward)
+	acked, failed, err := snd.send(ctx, len(envs), func(i int, m *nats.Msg) {
+		p.setMsg(m, subject, first+uint64(i), envs[i])
+	})
+	if err != nil {
+		return acked, fmt.Errorf("publish receipt %d: %w", first+uint64(failed), err)
 	}
-	timer := time.NewTimer(p.cfg.AckTimeout + time.Second)
-	defer timer.Stop()
-	acked, broken := 0, false
-	for i, f := range futs {
-		select {
-		case <-f.Ok():
-			if !broken {
-				acked++
-			}
-		case err := <-f.Err():
-			broken = true
-			if firstErr == nil {
-				firstErr = fmt.Errorf("publish receipt %d: %w", first+uint64(i), err)
-			}
-		case <-timer.C:
-			if firstErr == nil {
-				firstErr = fmt.Errorf("publish receipt %d: no acknowledgement within %v", first+uint64(i), p.cfg.AckTimeout)
-			}
-			return acked, firstErr
-		case <-ctx.Done():
-			return acked, ctx.Err()
-		}
-	}
-	return acked, firstErr
+	return acked, nil
 }
 
-// expect makes the server refuse a message that would land in any stream
-// but the configured one (another stream capturing the subject by
-// mistake), unless the operator manages the layout.
-func (p *Publisher) expect() []jetstream.PublishOpt {
-	if p.cfg.NoStreamSetup {
-		return nil
+// setMsg fills m in for env at seq on subject. Unless the operator
+// manages the layout, the server is made to refuse a message that would
+// land in any stream but the configured one (another stream capturing the
+// subject by mistake).
+func (p *Publisher) setMsg(m *nats.Msg, subject string, seq uint64, env []byte) {
+	setMsg(m, subject, p.steward, seq, env)
+	if !p.cfg.NoStreamSetup {
+		setHeader(m.Header, jetstream.ExpectedStreamHeader, p.cfg.Stream)
 	}
-	return []jetstream.PublishOpt{jetstream.WithExpectStream(p.cfg.Stream)}
 }
 
 // checkpoint asks the log for its newest checkpoint (sealing one if
@@ -554,10 +553,11 @@ func (p *Publisher) checkpoint(ctx context.Context) *steward.SignedCheckpoint {
 	return cp
 }
 
-func (p *Publisher) publishCheckpoint(ctx context.Context, js jetstream.JetStream, cp *steward.SignedCheckpoint) error {
-	actx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout)
-	defer cancel()
-	if _, err := js.PublishMsg(actx, CheckpointMsg(p.steward, cp.Count, cp.Envelope), p.expect()...); err != nil {
+func (p *Publisher) publishCheckpoint(ctx context.Context, snd *sender, cp *steward.SignedCheckpoint) error {
+	_, _, err := snd.send(ctx, 1, func(_ int, m *nats.Msg) {
+		p.setMsg(m, CheckpointSubject(p.steward), cp.Count, cp.Envelope)
+	})
+	if err != nil {
 		return fmt.Errorf("publish checkpoint of %d receipts: %w", cp.Count, err)
 	}
 	p.published.Store(cp.Count)

@@ -112,22 +112,37 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 // content id as the message id (so a republish is a duplicate to the
 // server), and the hint headers.
 func ReceiptMsg(steward string, seq uint64, env []byte) *nats.Msg {
-	m := nats.NewMsg(ReceiptSubject(steward))
-	m.Data = env
-	m.Header.Set(jetstream.MsgIDHeader, wire.ContentOf(env).String())
-	m.Header.Set(HeaderSeq, strconv.FormatUint(seq, 10))
-	m.Header.Set(HeaderSteward, steward)
+	m := nats.NewMsg("")
+	setMsg(m, ReceiptSubject(steward), steward, seq, env)
 	return m
 }
 
 // CheckpointMsg is the message for a checkpoint covering count receipts.
 func CheckpointMsg(steward string, count uint64, env []byte) *nats.Msg {
-	m := nats.NewMsg(CheckpointSubject(steward))
-	m.Data = env
-	m.Header.Set(jetstream.MsgIDHeader, wire.ContentOf(env).String())
-	m.Header.Set(HeaderSeq, strconv.FormatUint(count, 10))
-	m.Header.Set(HeaderSteward, steward)
+	m := nats.NewMsg("")
+	setMsg(m, CheckpointSubject(steward), steward, count, env)
 	return m
+}
+
+// setMsg makes m the message for env at seq on subject, reusing m's
+// header map and value slices, so that a publisher sending message after
+// message through one nats.Msg allocates only the values.
+func setMsg(m *nats.Msg, subject, steward string, seq uint64, env []byte) {
+	m.Subject = subject
+	m.Data = env
+	setHeader(m.Header, jetstream.MsgIDHeader, wire.ContentOf(env).String())
+	setHeader(m.Header, HeaderSeq, strconv.FormatUint(seq, 10))
+	setHeader(m.Header, HeaderSteward, steward)
+}
+
+// setHeader sets key to the single value v like Header.Set, in place when
+// key already has one value.
+func setHeader(h nats.Header, key, v string) {
+	if vs := h[key]; len(vs) == 1 {
+		vs[0] = v
+		return
+	}
+	h[key] = []string{v}
 }
 
 // splitSubject returns which tree a subject is in and its steward token.
