@@ -24,12 +24,13 @@ var matMulKernels = true
 // adds its blocks in the same order as the one-token kernels, so the
 // results equal MatVec's bit for bit. Tokens it leaves (a last single
 // one, or all of them elsewhere) go through the one-token row kernels.
-// F16 and F32 matrices (amd64 with AVX2 or AVX-512F, columns a multiple
-// of 32) go to the float GEMM (gemmf_amd64.go), equally MatVec's bits.
+// F16, BF16 and F32 matrices (amd64 with AVX2 or AVX-512F, columns a
+// multiple of 32) go to the float GEMM (gemmf_amd64.go; BF16 with
+// AVX512_BF16 to gemmbf16_amd64.go), equally MatVec's bits.
 func MatMul(p *Pool, m *Matrix, out, x []float32, T int, qx []*QVec) {
 	const tile = 16 // rows per tile: a few KiB of weights stay in L1/L2
 	if matMulKernels && qx == nil && m.mulFloat(p, out, x, T) {
-		return // F16 and F32: the float GEMM (gemmf_amd64.go)
+		return // F16, BF16 and F32: the float GEMM (gemmf_amd64.go)
 	}
 	var tp *tokenPack
 	if T >= 2 && qx != nil && matMulKernels {

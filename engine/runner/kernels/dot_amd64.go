@@ -140,8 +140,13 @@ func dotF16Rows(w []byte, rowBytes int, x, out []float32) {
 	dotF16RowsAVX2(&w[0], rowBytes, len(out), &x[0], len(x), &out[0])
 }
 
-// dotBF16Rows is dotF16Rows for BF16 rows.
+// dotBF16Rows is dotF16Rows for BF16 rows; at gemmBF16 it rounds x to
+// bfloat16 and runs VDPBF16PS (dotBF16DPRows), as MatMul does there.
 func dotBF16Rows(w []byte, rowBytes int, x, out []float32) {
+	if gemmLevel == gemmBF16 && len(x)%32 == 0 && len(x) > 0 && len(out) > 0 {
+		dotBF16DPRows(w, rowBytes, x, out)
+		return
+	}
 	if !hasAVX2 || len(x)%32 != 0 || len(x) == 0 || len(out) == 0 {
 		dotBF16RowsGeneric(w, rowBytes, x, out)
 		return

@@ -2,13 +2,17 @@ package kernels
 
 import "time"
 
-// The float GEMM's dispatch levels (gemmLevel): MatMul of an F16 or F32
-// matrix runs the zmm kernels, the ymm kernels, or the row kernels per
-// token.
+// The float GEMM's dispatch levels (gemmLevel): MatMul of an F16, BF16
+// or F32 matrix runs the zmm kernels, the ymm kernels, or the row
+// kernels per token. At gemmBF16 (AVX-512 with AVX512_BF16) BF16
+// products, MatVec's and MatMul's alike, round the activations to
+// bfloat16 and run VDPBF16PS (gemmbf16.go); below it they keep float32
+// activations, and a BF16 tile is widened to float32 as an F16 one is.
 const (
 	gemmOff = iota
 	gemmAVX2
 	gemmAVX512
+	gemmBF16
 )
 
 // gemmTile is the rows a worker converts to float32 at once (F16; F32

@@ -58,6 +58,8 @@ var gemmLevel = detectGemmLevel()
 
 func detectGemmLevel() int {
 	switch {
+	case hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BF16:
+		return gemmBF16
 	case hasAVX2 && cpu.X86.HasAVX512F:
 		return gemmAVX512
 	case hasAVX2:
@@ -75,14 +77,18 @@ type gemmBuf struct{ tile, acc []float32 }
 
 var gemmBufs = sync.Pool{New: func() any { return new(gemmBuf) }}
 
-// mulFloat computes MatMul for an F16 or F32 matrix with the float GEMM
+// mulFloat computes MatMul for an F16, BF16 or F32 matrix with the float GEMM
 // kernels and reports whether it did: not for other types, one token,
 // columns not a multiple of 32 (the row kernels' tails) or no kernel for
 // this CPU.
 func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool {
 	level := gemmLevel
-	if level == gemmOff || T < 2 || m.Cols%32 != 0 || (m.Type != gguf.F16 && m.Type != gguf.F32) {
+	if level == gemmOff || T < 2 || m.Cols%32 != 0 || (m.Type != gguf.F16 && m.Type != gguf.F32 && m.Type != gguf.BF16) {
 		return false
+	}
+	if level == gemmBF16 && m.Type == gguf.BF16 {
+		m.mulBF16DP(p, out, x, T)
+		return true
 	}
 	cols, rows := m.Cols, m.Rows
 	_ = x[T*cols-1]
@@ -118,6 +124,8 @@ func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, xs, T int, buf *g
 		src := m.Data[(r0+i)*m.rowBytes : (r0+i+1)*m.rowBytes]
 		if f16 {
 			cvtF16F32AVX2(&t[i*xs], &src[0], cols)
+		} else if m.Type == gguf.BF16 {
+			cvtBF16F32AVX2(&t[i*xs], &src[0], cols)
 		} else {
 			copy(t[i*xs:i*xs+cols], unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), cols))
 		}
@@ -141,7 +149,7 @@ func (m *Matrix) gemmTile(level, r0, r1 int, out, x []float32, xs, T int, buf *g
 	// F16 and F32 rows are float32 here alike, and both run the fused
 	// multiply-add kernels (dotF32MatRows).
 	kernel, step := gemmx1x3AVX2, 1
-	if level == gemmAVX512 {
+	if level >= gemmAVX512 {
 		kernel, step = gemmx4x3AVX512, 4
 	}
 	// A call's sums (24 zmm or 12 ymm registers), a token group's.
@@ -216,7 +224,7 @@ func fmaPeakAVX2(n int)
 // the level's name.
 func fmaPeakRound(level int) (int, string) {
 	switch level {
-	case gemmAVX512:
+	case gemmAVX512, gemmBF16:
 		return 2 * 16 * 24, "avx512"
 	case gemmAVX2:
 		return 2 * 8 * 12, "avx2"
@@ -225,7 +233,7 @@ func fmaPeakRound(level int) (int, string) {
 }
 
 func fmaPeakRun(level, rounds int) {
-	if level == gemmAVX512 {
+	if level >= gemmAVX512 {
 		fmaPeakAVX512(rounds)
 	} else {
 		fmaPeakAVX2(rounds)

@@ -2,11 +2,11 @@
 
 #include "textflag.h"
 
-// The float GEMM: F16 and F32 rows against several tokens at once, on
-// rows held as float32 (a tile of F16 rows is converted once by
-// cvtF16F32AVX2, F32 rows copied), so the weights of a tile are
-// converted and loaded once per group of tokens instead of once per
-// token, and the inner loop is nothing but loads and multiply-adds.
+// The float GEMM: F16, BF16 and F32 rows against several tokens at
+// once, on rows held as float32 (a tile of F16 or BF16 rows is converted
+// once by cvtF16F32AVX2 or cvtBF16F32AVX2, F32 rows copied), so the
+// weights of a tile are converted and loaded once per group of tokens
+// instead of once per token, and the inner loop is nothing but loads and multiply-adds.
 //
 // Every (row, token) sum is formed as dotF16RowsAVX2 forms an F16
 // row's, lane for lane and rounding for rounding, so MatMul's results

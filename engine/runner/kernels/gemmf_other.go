@@ -7,7 +7,7 @@ var gemmLevel = gemmOff
 
 func detectGemmLevel() int { return gemmOff }
 
-// mulFloat: MatMul runs F16 and F32 matrices through the row kernels
+// mulFloat: MatMul runs F16, BF16 and F32 matrices through the row kernels
 // per token.
 func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool { return false }
 

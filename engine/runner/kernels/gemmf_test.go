@@ -21,7 +21,7 @@ func gemmLevels() []int {
 }
 
 func gemmLevelName(l int) string {
-	return [...]string{"off", "avx2", "avx512"}[l]
+	return [...]string{"off", "avx2", "avx512", "avx512bf16"}[l]
 }
 
 // TestFloatGEMM: at every dispatch level this CPU has (AVX-512 and AVX2
@@ -31,8 +31,10 @@ func gemmLevelName(l int) string {
 // more (and, for F32, columns that are no multiple of 32, which go to
 // the row kernels), on pools of one and two workers: MatVec's results
 // bit for bit (the row kernels' sums in the same lanes, folded the same
-// way), within float32 rounding of a float64 reference, and nothing
-// written past the output; with whole rows and with column blocks.
+// way), within float32 rounding of a float64 reference (of the
+// activations rounded to bfloat16, for BF16 at the avx512bf16 level),
+// and nothing written past the output; with whole rows and with column
+// blocks.
 func TestFloatGEMM(t *testing.T) {
 	defer func(l, kc, tb int) { gemmLevel, gemmKC, gemmTB = l, kc, tb }(gemmLevel, gemmKC, gemmTB)
 	r := rand.New(rand.NewPCG(61, 62))
@@ -46,9 +48,9 @@ func TestFloatGEMM(t *testing.T) {
 
 func testFloatGEMMLevels(t *testing.T, r *rand.Rand, kc int) {
 	for _, level := range gemmLevels() {
-		for _, typ := range []gguf.TensorType{gguf.F16, gguf.F32} {
+		for _, typ := range []gguf.TensorType{gguf.F16, gguf.BF16, gguf.F32} {
 			for _, cols := range []int{32, 96, 512, 800, 40} {
-				if cols%32 != 0 && typ == gguf.F16 {
+				if cols%32 != 0 && typ != gguf.F32 {
 					continue
 				}
 				for _, rows := range []int{1, 2, 3, 5, 7, 16, 17, 37} {
@@ -99,7 +101,16 @@ func testFloatGEMM(t *testing.T, r *rand.Rand, level int, typ gguf.TensorType, r
 			want := make([]float32, rows)
 			for tok := range T {
 				xt := x[tok*cols : (tok+1)*cols]
+				gemmLevel = level
 				MatVec(p, m, want, xt, nil)
+				gemmLevel = detectGemmLevel()
+				xr := xt
+				if typ == gguf.BF16 && level == gemmBF16 {
+					xr = make([]float32, cols)
+					for k, v := range xt {
+						xr[k] = gguf.BF16ToF32(gguf.F32ToBF16(v))
+					}
+				}
 				for i := range rows {
 					g := got[tok*rows+i]
 					if g != want[i] {
@@ -107,7 +118,7 @@ func testFloatGEMM(t *testing.T, r *rand.Rand, level int, typ gguf.TensorType, r
 					}
 					var ref, mag float64
 					for k := range cols {
-						pr := float64(wd[i*cols+k]) * float64(xt[k])
+						pr := float64(wd[i*cols+k]) * float64(xr[k])
 						ref += pr
 						mag += math.Abs(pr)
 					}

@@ -80,6 +80,14 @@ func TestDotProducts(t *testing.T) {
 			qx.Quantize(x)
 			got := float64(m.DotRow(0, x, qx))
 			want := refDot(wd, x)
+			if bf16DPActive(tc.typ, n) {
+				// The activation the kernel reads: x in bfloat16.
+				xr := make([]float32, n)
+				for i, v := range x {
+					xr[i] = gguf.BF16ToF32(gguf.F32ToBF16(v))
+				}
+				want = refDot(wd, xr)
+			}
 			var mag float64
 			for i := range wd {
 				mag += math.Abs(float64(wd[i]) * float64(x[i]))

@@ -8,15 +8,24 @@ import (
 	"meshd/engine/runner/gguf"
 )
 
+// bf16DPActive reports whether products of a typ matrix of cols columns
+// round the activation to bfloat16 (BF16 at gemmBF16, dotBF16Rows).
+func bf16DPActive(typ gguf.TensorType, cols int) bool {
+	return typ == gguf.BF16 && gemmLevel == gemmBF16 && cols%32 == 0
+}
+
 // allTypes are the matrix types NewMatrix accepts.
 var allTypes = []gguf.TensorType{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K}
 
 // dequantActivation is the activation as the integer kernels see it:
-// the 256-value form for the K-quants, the 32-value form otherwise.
+// the 256-value form for the K-quants, the 32-value form otherwise; for
+// BF16 at gemmBF16, x rounded to bfloat16.
 func dequantActivation(typ gguf.TensorType, v *QVec, x []float32) []float64 {
 	out := make([]float64, len(x))
 	for i := range out {
 		switch {
+		case bf16DPActive(typ, len(x)):
+			out[i] = float64(gguf.BF16ToF32(gguf.F32ToBF16(x[i])))
 		case !(&Matrix{Type: typ}).Quantized():
 			out[i] = float64(x[i])
 		case isKQuant(typ):
@@ -249,7 +258,18 @@ func testRowKernelsMatchGeneric(t *testing.T) {
 				dotF16RowsGeneric(enc, 2*cols, x, want)
 			} else {
 				dotBF16Rows(enc, 2*cols, x, got)
-				dotBF16RowsGeneric(enc, 2*cols, x, want)
+				if bf16DPActive(typ, cols) {
+					// VDPBF16PS on x rounded to bfloat16: its
+					// emulation's bits exactly.
+					dotBF16DPRowsGeneric(enc, 2*cols, x, want)
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("%s cols=%d row %d: dispatched %v, generic %v", typ, cols, i, got[i], want[i])
+						}
+					}
+				} else {
+					dotBF16RowsGeneric(enc, 2*cols, x, want)
+				}
 			}
 			wd, _ := gguf.Decode(typ, enc, n*cols)
 			for i := range want {

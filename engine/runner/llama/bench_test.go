@@ -328,7 +328,7 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 	q8File := lazyQ8(b)
 	var table []string
 	var fmaWidth string
-	for _, typ := range []gguf.TensorType{gguf.F32, gguf.F16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
+	for _, typ := range []gguf.TensorType{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		b.Run(typ.String(), func(b *testing.B) {
 			m, why := benchModel(b, typ, q8File)
 			if m == nil {
