@@ -35,6 +35,15 @@ const (
 // than the L2 traffic it saves.
 var gemmTile, gemmKC, gemmTB = 16, 1 << 30, 3
 
+// gemm46 selects, at AVX-512, the four-row × six-token kernel
+// (gemmf46_amd64.go), whose two passes over a row keep every pair's sums
+// in one zmm register instead of two, over the four-row × three-token
+// one (gemmTile, which alone takes gemmKC and gemmTB). On one Zen 4 core
+// (F16 and F32 2048×2048 and 5632×2048, 128 tokens, thread CPU time) it
+// ran 2-14 % faster; with rows of 512 columns, 4-9 % slower (two passes'
+// folds over a short row), so the tests run both.
+var gemm46 = true
+
 // gemmPad is the float32 words added to the length of each row of the
 // converted tile: rows of a power-of-two length would all fall in the
 // same few sets of L1 and evict each other; a 256-byte step spreads a

@@ -90,6 +90,10 @@ func (m *Matrix) mulFloat(p *Pool, out, x []float32, T int) bool {
 		m.mulBF16DP(p, out, x, T)
 		return true
 	}
+	if level >= gemmAVX512 && gemm46 {
+		m.mulFloat46(p, out, x, T)
+		return true
+	}
 	cols, rows := m.Cols, m.Rows
 	_ = x[T*cols-1]
 	_ = out[T*rows-1]

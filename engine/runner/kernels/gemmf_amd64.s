@@ -485,3 +485,189 @@ pfloop:
 
 pfdone:
 	RET
+
+// ---- AVX-512: four rows × six tokens, in two passes --------------------
+//
+// A pair's 32 lanes are two zmm of sums, chains 0|1 (values 0-15 of each
+// 32 columns) and 2|3 (values 16-31), which never meet until the fold;
+// so the first pass forms every pair's chains 0|1 over the whole row and
+// leaves them at acc, the second forms chains 2|3 and folds: one zmm per
+// pair, 24 pairs in Z0-Z23, where the four-row × three-token kernel
+// holds twelve in the same registers, and ten loads per 24 multiply-adds
+// instead of seven per twelve. The caller lays out every row and token
+// in halves (values 0-15 of each 32 columns, then values 16-31), so a
+// pass reads memory in order. Z(6r+t) the sums of row r and token t,
+// Z24-Z27 the rows' values, Z28-Z31 the tokens'.
+
+// FMA46(z, a, b, c, d): the token in z against the four rows.
+#define FMA46(z, a, b, c, d) \
+	VFMADD231PS Z24, z, a \
+	VFMADD231PS Z25, z, b \
+	VFMADD231PS Z26, z, c \
+	VFMADD231PS Z27, z, d
+
+// FOLD46(p, z, y) folds pair p, its first pass's sums at acc (R13), its
+// second's in z (y its low half), as F16FOLD and REDSTORE fold a pair of
+// the four-row × three-token kernel, into out[p] (AX): the same
+// additions of the same lanes, in EVEX forms (z may be Z16-Z23, which
+// VHADDPS cannot name; VMOVSHDUP and VPERMILPS pick the lanes instead).
+#define FOLD46(p, z, y) \
+	VMOVUPS       (64*p)(R13), Z24 \
+	VEXTRACTF64X4 $1, Z24, Y25 \
+	VADDPS        Y25, Y24, Y24 \
+	VEXTRACTF64X4 $1, z, Y25 \
+	VADDPS        Y25, y, Y25 \
+	VADDPS        Y25, Y24, Y24 \
+	VEXTRACTF32X4 $1, Y24, X25 \
+	VADDPS        X25, X24, X24 \
+	VMOVSHDUP     X24, X25 \
+	VADDPS        X25, X24, X24 \
+	VPERMILPS     $2, X24, X25 \
+	VADDPS        X25, X24, X24 \
+	VMOVSS        X24, (4*p)(AX)
+
+// func gemmx4x6AVX512(w *float32, ws int, x *float32, xs int, nb int, acc *float32, fl int, out *float32)
+// Rows w + r·ws and tokens x + t·xs (bytes) over nb 16-value steps; fl 0
+// leaves the 24 sums at acc (24 × 64 bytes), fl 1 folds them with the
+// sums at acc into out[6r+t].
+TEXT ·gemmx4x6AVX512(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ ws+8(FP), DI
+	LEAQ (SI)(DI*2), R8
+	ADDQ DI, R8
+	MOVQ x+16(FP), R10
+	MOVQ xs+24(FP), R11
+	LEAQ (R10)(R11*2), R12
+	ADDQ R11, R12
+	MOVQ nb+32(FP), BX
+	MOVQ acc+40(FP), R13
+	ZEROACC512
+
+g46loop:
+	VMOVUPS (SI), Z24
+	VMOVUPS (SI)(DI*1), Z25
+	VMOVUPS (SI)(DI*2), Z26
+	VMOVUPS (R8), Z27
+	VMOVUPS (R10), Z28
+	FMA46(Z28, Z0, Z6, Z12, Z18)
+	VMOVUPS (R10)(R11*1), Z29
+	FMA46(Z29, Z1, Z7, Z13, Z19)
+	VMOVUPS (R10)(R11*2), Z30
+	FMA46(Z30, Z2, Z8, Z14, Z20)
+	VMOVUPS (R12), Z31
+	FMA46(Z31, Z3, Z9, Z15, Z21)
+	VMOVUPS (R12)(R11*1), Z28
+	FMA46(Z28, Z4, Z10, Z16, Z22)
+	VMOVUPS (R12)(R11*2), Z29
+	FMA46(Z29, Z5, Z11, Z17, Z23)
+	ADDQ    $64, SI
+	ADDQ    $64, R8
+	ADDQ    $64, R10
+	ADDQ    $64, R12
+	DECQ    BX
+	JNZ     g46loop
+
+	MOVQ fl+48(FP), CX
+	TESTQ CX, CX
+	JNZ  g46fold
+	ACC512S((R13), 64(R13), 128(R13), 192(R13), 256(R13), 320(R13), 384(R13), 448(R13), 512(R13), 576(R13), 640(R13), 704(R13), 768(R13), 832(R13), 896(R13), 960(R13), 1024(R13), 1088(R13), 1152(R13), 1216(R13), 1280(R13), 1344(R13), 1408(R13), 1472(R13))
+	VZEROUPPER
+	RET
+
+g46fold:
+	MOVQ out+56(FP), AX
+	FOLD46(0, Z0, Y0)
+	FOLD46(1, Z1, Y1)
+	FOLD46(2, Z2, Y2)
+	FOLD46(3, Z3, Y3)
+	FOLD46(4, Z4, Y4)
+	FOLD46(5, Z5, Y5)
+	FOLD46(6, Z6, Y6)
+	FOLD46(7, Z7, Y7)
+	FOLD46(8, Z8, Y8)
+	FOLD46(9, Z9, Y9)
+	FOLD46(10, Z10, Y10)
+	FOLD46(11, Z11, Y11)
+	FOLD46(12, Z12, Y12)
+	FOLD46(13, Z13, Y13)
+	FOLD46(14, Z14, Y14)
+	FOLD46(15, Z15, Y15)
+	FOLD46(16, Z16, Y16)
+	FOLD46(17, Z17, Y17)
+	FOLD46(18, Z18, Y18)
+	FOLD46(19, Z19, Y19)
+	FOLD46(20, Z20, Y20)
+	FOLD46(21, Z21, Y21)
+	FOLD46(22, Z22, Y22)
+	FOLD46(23, Z23, Y23)
+	VZEROUPPER
+	RET
+
+// The halves' layout (gemmx4x6AVX512): n values (a positive multiple of
+// 32) of src to float32, values 0-15 of each 32 to d0, 16-31 to d1, in
+// order.
+
+// func splitF16F32AVX512(d0, d1 *float32, src *byte, n int)
+TEXT ·splitF16F32AVX512(SB), NOSPLIT, $0-32
+	MOVQ d0+0(FP), DI
+	MOVQ d1+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ n+24(FP), CX
+	SHRQ $5, CX
+
+spf16:
+	VCVTPH2PS (SI), Z0
+	VCVTPH2PS 32(SI), Z1
+	VMOVUPS   Z0, (DI)
+	VMOVUPS   Z1, (R8)
+	ADDQ      $64, SI
+	ADDQ      $64, DI
+	ADDQ      $64, R8
+	DECQ      CX
+	JNZ       spf16
+	VZEROUPPER
+	RET
+
+// func splitBF16F32AVX512(d0, d1 *float32, src *byte, n int)
+TEXT ·splitBF16F32AVX512(SB), NOSPLIT, $0-32
+	MOVQ d0+0(FP), DI
+	MOVQ d1+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ n+24(FP), CX
+	SHRQ $5, CX
+
+spbf16:
+	VPMOVZXWD (SI), Z0
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD    $16, Z0, Z0
+	VPSLLD    $16, Z1, Z1
+	VMOVUPS   Z0, (DI)
+	VMOVUPS   Z1, (R8)
+	ADDQ      $64, SI
+	ADDQ      $64, DI
+	ADDQ      $64, R8
+	DECQ      CX
+	JNZ       spbf16
+	VZEROUPPER
+	RET
+
+// func splitF32AVX512(d0, d1 *float32, src *byte, n int)
+TEXT ·splitF32AVX512(SB), NOSPLIT, $0-32
+	MOVQ d0+0(FP), DI
+	MOVQ d1+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ n+24(FP), CX
+	SHRQ $5, CX
+
+spf32:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, (R8)
+	ADDQ    $128, SI
+	ADDQ    $64, DI
+	ADDQ    $64, R8
+	DECQ    CX
+	JNZ     spf32
+	VZEROUPPER
+	RET

@@ -36,13 +36,20 @@ func gemmLevelName(l int) string {
 // and nothing written past the output; with whole rows and with column
 // blocks.
 func TestFloatGEMM(t *testing.T) {
-	defer func(l, kc, tb int) { gemmLevel, gemmKC, gemmTB = l, kc, tb }(gemmLevel, gemmKC, gemmTB)
+	defer func(l, kc, tb int, k46 bool) {
+		gemmLevel, gemmKC, gemmTB, gemm46 = l, kc, tb, k46
+	}(gemmLevel, gemmKC, gemmTB, gemm46)
 	r := rand.New(rand.NewPCG(61, 62))
-	// Whole rows, and blocks of 64 and 256 columns with six and three
-	// tokens, whose sums wait in memory between blocks.
-	for _, blk := range [][2]int{{gemmKC, gemmTB}, {64, 6}, {256, 3}} {
-		gemmKC, gemmTB = blk[0], blk[1]
-		testFloatGEMMLevels(t, r, blk[0])
+	// At AVX-512 the four-row × six-token kernel (whole rows), then the
+	// four-row × three-token one: whole rows, and blocks of 64 and 256
+	// columns with six and three tokens, whose sums wait in memory
+	// between blocks.
+	for _, blk := range []struct {
+		kc, tb int
+		k46    bool
+	}{{gemmKC, gemmTB, true}, {gemmKC, gemmTB, false}, {64, 6, false}, {256, 3, false}} {
+		gemmKC, gemmTB, gemm46 = blk.kc, blk.tb, blk.k46
+		t.Run(fmt.Sprintf("x6=%v", blk.k46), func(t *testing.T) { testFloatGEMMLevels(t, r, blk.kc) })
 	}
 }
 
@@ -141,13 +148,14 @@ func fmaPeakGFLOPS(p *Pool, level, rounds int) float64 {
 	return f / 1e9
 }
 
-// BenchmarkFloatGEMM measures a 128-token MatMul of F16 and F32
+// BenchmarkFloatGEMM measures a 128-token MatMul of F16, BF16 and F32
 // matrices of the model's shapes (2048×2048, 5632×2048, 2048×5632) at
 // every dispatch level this CPU has, AVX-512 and AVX2 forced in turn,
 // and with the row kernels alone (level off: what a prompt ran before
 // the GEMM), as GFLOP/s (two per multiply-add) and as a ratio to the
-// multiply-add peak the same pool reaches at that level with no memory
-// traffic (fmaPeakGFLOPS; level off is compared with the AVX2 peak, the
+// float32 multiply-add peak the same pool reaches at that level with no
+// memory traffic (BF16 at avx512bf16, whose VDPBF16PS does two
+// multiply-adds per lane, can reach twice it) (fmaPeakGFLOPS; level off is compared with the AVX2 peak, the
 // width of the row kernels): a prompt is compute-bound, so that is its
 // honest bound. Cases and peak run interleaved, five repetitions,
 // medians; each ratio goes to a metric <type>-<rows>x<cols>-<level>/peak.
@@ -166,7 +174,7 @@ func BenchmarkFloatGEMM(b *testing.B) {
 		gflops     []float64
 	}
 	var cases []*gcase
-	for _, typ := range []gguf.TensorType{gguf.F16, gguf.F32} {
+	for _, typ := range []gguf.TensorType{gguf.F16, gguf.BF16, gguf.F32} {
 		for _, sh := range [][2]int{{2048, 2048}, {5632, 2048}, {2048, 5632}} {
 			enc, err := gguf.Encode(typ, randVec(r, sh[0]*sh[1], 0.02))
 			if err != nil {
