@@ -113,7 +113,8 @@ func TestEndToEndMeshGGUF(t *testing.T) {
 		t.Fatalf("stop_type %q", direct.StopType)
 	}
 
-	// Kill the runner with a serve in flight. The runner is stopped first,
+	// Kill the runner with a serve in flight. The runner is stopped first
+	// (every thread of it: the signal's delivery is asynchronous),
 	// and the kill waits for the event that the serve's request has been
 	// written to the stopped runner's socket: it cannot have been answered,
 	// so the serve must fail with ErrCrashed, however the test is scheduled.
@@ -122,6 +123,7 @@ func TestEndToEndMeshGGUF(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("stop pid %d: %v", pid, err)
 	}
+	waitStopped(t, pid)
 	wrote := make(chan struct{}, 1)
 	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(i httptrace.WroteRequestInfo) {
