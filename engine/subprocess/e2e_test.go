@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"os"
@@ -122,6 +123,9 @@ func TestEndToEndMeshGGUF(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("stop pid %d: %v", pid, err)
 	}
+	// SIGSTOP takes effect after kill returns, thread by thread: a serve
+	// sent before every thread has stopped could still be answered.
+	eventually(t, "the runner's threads to stop", func() bool { return threadsStopped(pid) })
 	wrote := make(chan struct{}, 1)
 	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(i httptrace.WroteRequestInfo) {
@@ -161,6 +165,25 @@ func TestEndToEndMeshGGUF(t *testing.T) {
 	if after.Outcome != o || !bytes.Equal(after.Output, first.Output) {
 		t.Fatalf("after restart %+v %q, want %+v %q", after.Outcome, after.Output, o, first.Output)
 	}
+}
+
+// threadsStopped says whether every thread of pid is in the stopped state.
+func threadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 func mustCID(t *testing.T, path string) string {
