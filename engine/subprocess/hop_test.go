@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"meshd/engine"
 )
 
 // rawServer is an HTTP/1.1 server written by hand, so that a test can
@@ -448,5 +450,50 @@ func TestHopIdleTimeout(t *testing.T) {
 	}
 	if a, r := s.counts(); a != 2 || r != 2 {
 		t.Fatalf("%d connections for %d requests, want 2 for 2", a, r)
+	}
+}
+
+// Serves keep one connection to the child, and a child that goes down
+// takes its kept connections with it: the restarted child is dialled
+// afresh.
+func TestServesKeepTheirConnection(t *testing.T) {
+	noLeaks(t)
+	e := startEngine(t, testConfig(t))
+	ctx := serveCtx(t)
+	kept := func() []*hopConn {
+		e.hop.mu.Lock()
+		defer e.hop.mu.Unlock()
+		return slices.Clone(e.hop.idle)
+	}
+	var first *hopConn
+	for i, opts := range []engine.Options{{}, {Emit: func([]byte) error { return nil }}, {}} {
+		req, p := request(fmt.Sprintf("serve %d", i), 4)
+		if _, err := e.ServeWith(ctx, req, p, opts); err != nil {
+			t.Fatalf("serve %d: %v", i, err)
+		}
+		idle := kept()
+		if len(idle) != 1 {
+			t.Fatalf("serve %d: %d kept connections, want 1", i, len(idle))
+		}
+		if first == nil {
+			first = idle[0]
+		} else if idle[0] != first {
+			t.Fatalf("serve %d went out on a new connection", i)
+		}
+	}
+	pid := e.PID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the restart", func() bool { return e.Restarts() == 1 && e.PID() != 0 })
+	if n := len(kept()); n != 0 {
+		t.Fatalf("%d connections kept to the killed child", n)
+	}
+	req, p := request("after the restart", 4)
+	if _, err := e.Serve(ctx, req, p); err != nil {
+		t.Fatalf("serve after the restart: %v", err)
+	}
+	if idle := kept(); len(idle) != 1 || idle[0] == first || idle[0].host != strings.TrimPrefix(e.URL(), "http://") {
+		t.Fatalf("after the restart: %d kept connections, want one new to %s", len(idle), e.URL())
 	}
 }
