@@ -43,6 +43,9 @@ type hopClient struct {
 	idle []*hopConn // most recently used last
 }
 
+// maxKeptRequest bounds the request buffer a connection keeps for reuse.
+const maxKeptRequest = 64 << 10
+
 func newHopClient(maxIdle int, idleTimeout time.Duration) *hopClient {
 	return &hopClient{maxIdle: maxIdle, idleTimeout: idleTimeout}
 }
@@ -97,6 +100,9 @@ func (h *hopClient) exchange(ctx context.Context, host, path string, body []byte
 		}
 		hc.req = appendRequest(hc.req[:0], host, path, body)
 		n, err := hc.c.Write(hc.req)
+		if cap(hc.req) > maxKeptRequest {
+			hc.req = nil // a long prompt's copy is not held while idle
+		}
 		// The trace's WroteRequest is what callers (and tests) wait on
 		// to know that a request is with the child.
 		if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.WroteRequest != nil {
