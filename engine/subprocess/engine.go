@@ -400,7 +400,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.cfg.Log.Info("engine stopped", "pid", in.pid, "exit", in.exitStatus())
 	}
 	e.transport.CloseIdleConnections()
-	e.hop.closeIdle()
+	e.hop.close()
 	return err
 }
 

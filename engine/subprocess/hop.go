@@ -39,8 +39,9 @@ type hopClient struct {
 	maxIdle     int
 	idleTimeout time.Duration
 
-	mu   sync.Mutex
-	idle []*hopConn // most recently used last
+	mu     sync.Mutex
+	idle   []*hopConn // most recently used last
+	closed bool       // keeps nothing more (the engine stopped)
 }
 
 // maxKeptRequest bounds the request buffer a connection keeps for reuse.
@@ -171,7 +172,7 @@ func (h *hopClient) take(host string) *hopConn {
 func (h *hopClient) put(hc *hopConn) {
 	hc.idleAt = time.Now()
 	h.mu.Lock()
-	if len(h.idle) < h.maxIdle {
+	if !h.closed && len(h.idle) < h.maxIdle {
 		h.idle = append(h.idle, hc)
 		hc = nil
 	}
@@ -183,8 +184,15 @@ func (h *hopClient) put(hc *hopConn) {
 
 // closeIdle closes the kept connections (the child they lead to is gone
 // or going).
-func (h *hopClient) closeIdle() {
+func (h *hopClient) closeIdle() { h.closeIdleFor(false) }
+
+// close closes the kept connections, and those of exchanges still under
+// way as they end.
+func (h *hopClient) close() { h.closeIdleFor(true) }
+
+func (h *hopClient) closeIdleFor(good bool) {
 	h.mu.Lock()
+	h.closed = h.closed || good
 	idle := h.idle
 	h.idle = nil
 	h.mu.Unlock()

@@ -497,3 +497,28 @@ func TestServesKeepTheirConnection(t *testing.T) {
 		t.Fatalf("after the restart: %d kept connections, want one new to %s", len(idle), e.URL())
 	}
 }
+
+// Once closed, the client keeps no connection, not even that of an
+// exchange under way when it closed.
+func TestHopClosedKeepsNothing(t *testing.T) {
+	s := newRawServer(t, echo)
+	h := newHopClient(2, time.Minute)
+	if _, err := hopPost(t, h, context.Background(), s.base(), "one"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.post(context.Background(), s.base(), "/completion", []byte("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.close() // with "two" under way on the connection "one" left idle
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := idleCount(h); n != 0 {
+		t.Fatalf("%d connections kept after close", n)
+	}
+	if id := <-s.closed; id != 1 {
+		t.Fatalf("connection %d ended, want 1", id)
+	}
+}
