@@ -3,7 +3,6 @@
 package subprocess
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +54,7 @@ type Engine struct {
 	files     recipe.Files
 	transport *http.Transport
 	client    *http.Client
+	hop       *hopClient    // a serve's exchanges with the child
 	slot      chan struct{} // one serve at a time
 	stopped   chan struct{} // closed by Stop
 	supDone   chan struct{} // closed when the supervisor returns
@@ -127,6 +127,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		files:     files,
 		transport: tr,
 		client:    &http.Client{Transport: tr},
+		hop:       newHopClient(2, time.Minute),
 		slot:      make(chan struct{}, 1),
 		stopped:   make(chan struct{}),
 		supDone:   make(chan struct{}),
@@ -312,6 +313,7 @@ func (e *Engine) markDown(in *instance, why error) {
 	}
 	e.mu.Unlock()
 	e.transport.CloseIdleConnections()
+	e.hop.closeIdle()
 }
 
 // supervise restarts the child whenever it exits, until Stop.
@@ -398,6 +400,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.cfg.Log.Info("engine stopped", "pid", in.pid, "exit", in.exitStatus())
 	}
 	e.transport.CloseIdleConnections()
+	e.hop.close()
 	return err
 }
 
@@ -547,12 +550,7 @@ func (e *Engine) post(ctx context.Context, in *instance, path string, body any) 
 	if err != nil {
 		return nil, fmt.Errorf("serve: encoding request: %w", err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, in.base+path, bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
-	}
-	hreq.Header["Content-Type"] = []string{"application/json"} // canonical already
-	resp, err := e.client.Do(hreq)
+	resp, err := e.hop.post(ctx, in.base, path, b)
 	if err != nil {
 		return nil, e.serveFailed(ctx, in, err)
 	}
