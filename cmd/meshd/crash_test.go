@@ -154,13 +154,41 @@ func appendTornFrame(t *testing.T, path string, size int) int64 {
 	return int64(len(torn))
 }
 
+// ledgerTornTail is the torn tail a ledger's recovery would cut, read
+// from a copy so that the ledger itself is left as the kill left it.
+func ledgerTornTail(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "ledger")
+	if err := os.WriteFile(cp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, rec, err := ledger.Open(cp, nil, ledger.Options{NoSync: true})
+	if err != nil {
+		t.Fatalf("the ledger after the kill: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rec.TornBytes > 0 {
+		t.Logf("the kill left a torn write of %d bytes in the ledger", rec.TornBytes)
+	}
+	return rec.TornBytes
+}
+
 // kill -9 under load, then restart on the same state: every receipt a
 // client received is in the log as it was received, the chain verifies,
 // the sequence goes on where the log ends, and each grant's ledger account
 // equals the debits its receipts state and is not overdrawn. A kill -9
-// loses nothing the kernel was given, so it leaves no torn write; the test
-// appends one to the log and to the ledger, as a power cut would, and the
-// restart must cut and report both.
+// loses nothing the kernel was given, but it can cut a write short at a
+// page boundary (the kernel copies a write page by page and stops at a
+// fatal signal), so the kill may itself leave a torn frame; the test
+// measures that tail with the offline readers, appends a torn frame to
+// the log and to the ledger, as a power cut would, and the restart must
+// cut and report both tails whole.
 func TestKill9UnderLoadThenRestart(t *testing.T) {
 	bin := buildMeshd(t)
 	dir := t.TempDir()
@@ -318,8 +346,18 @@ format = "json"
 	}
 	slices.Sort(segs)
 	// (A ledger record is at most 64 bytes, a receipt a few hundred.)
-	tornLog := appendTornFrame(t, segs[len(segs)-1], 400)
-	tornLedger := appendTornFrame(t, filepath.Join(state, "ledger"), 48)
+	killed0, err := steward.VerifyLog(ctx, filepath.Join(state, "receipts"), steward.VerifyOptions{Trusted: pub})
+	if err != nil {
+		t.Fatalf("the log after the kill: %v", err)
+	}
+	if killed0.TornBytes > 0 && killed0.TornSegment != filepath.Base(segs[len(segs)-1]) {
+		t.Fatalf("the kill tore segment %s, not the last one", killed0.TornSegment)
+	}
+	tornLog := killed0.TornBytes + appendTornFrame(t, segs[len(segs)-1], 400)
+	tornLedger := ledgerTornTail(t, filepath.Join(state, "ledger")) + appendTornFrame(t, filepath.Join(state, "ledger"), 48)
+	if killed0.TornBytes > 0 {
+		t.Logf("the kill left a torn write of %d bytes in the log", killed0.TornBytes)
+	}
 
 	d2 := startChild(t, bin, cfgPath)
 	logs := d2.logs.String()
