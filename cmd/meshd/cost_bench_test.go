@@ -67,9 +67,14 @@ import (
 // Reported: cost-median-µs (target ≤ 500), direct-median-µs,
 // fsync-median-µs (the bare baseline) and cost-less-fsync-median-µs: the
 // median over pairs of the cost less the baseline fsync measured right
-// after it, the daemon's own cost with the disk taken out. A loaded
+// after it, the daemon's own cost with the disk taken out; and
+// cost-at-0.11ms-fsync-µs, that plus the 0.11 ms fsync the target is
+// stated for, printed as a projection. A loaded
 // machine's disk alone can pass the target; the verdict is the raw
 // figure's, the rest says why.
+// targetFsync is the fsync the per-serve target is stated for.
+const targetFsync = 110 * time.Microsecond
+
 func BenchmarkDaemonCostPerServe(b *testing.B) {
 	d, child, lastEvent := ggufDaemon(b, "")
 	base := "http://" + d.addrs[0].String()
@@ -198,6 +203,18 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 		n, us(c), us(med(directs)), verdict)
 	fmt.Fprintf(&sb, "  a bare write+fdatasync of a receipt-sized frame here: %.0f µs; the cost less it (median over pairs): %.0f µs\n",
 		us(fs), us(med(lessFsync)))
+	// The target is stated for a disk whose fsync takes 0.11 ms; on
+	// another disk the figure to hold against it is the cost less this
+	// disk's own fsync plus that one. A projection, named as such: the
+	// verdict above stays the raw figure's.
+	proj := med(lessFsync) + targetFsync
+	projVerdict := "met"
+	if proj > 500*time.Microsecond {
+		projVerdict = "NOT met"
+	}
+	b.ReportMetric(us(proj), "cost-at-0.11ms-fsync-µs")
+	fmt.Fprintf(&sb, "  projected on a disk whose fsync takes %.0f µs: %.0f µs; target ≤ 500 µs there: %s (projection)\n",
+		us(targetFsync), us(proj), projVerdict)
 	fmt.Fprintf(&sb, "  a bare HTTP round trip to the daemon on the same client (GET /healthz): %.0f µs; GET /v1/chain/head: %.0f µs\n", us(med(trips)), us(med(heads)))
 	for j, name := range costRows {
 		fmt.Fprintf(&sb, "  %-28s %7.1f µs\n", name, us(med(rows[j])))
