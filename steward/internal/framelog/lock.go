@@ -92,7 +92,7 @@ func flock(f *os.File, path, pidPath string) error {
 func holder(f *os.File, pidPath string) string {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err == nil {
-		if pid := lockHolder(st.Dev, st.Ino); pid > 0 {
+		if pid := lockHolder(uint64(st.Dev), st.Ino); pid > 0 {
 			return fmt.Sprintf(" (held by pid %d)", pid)
 		}
 	}
