@@ -105,13 +105,13 @@ GLOBL q5x10<>(SB), RODATA|NOPTR, $32
 	VHADDPS      X, X, X \
 	VHADDPS      X, X, X
 
-// The four-row loops take two blocks per pass and ask, once a pass,
-// for one line of each row far ahead (Q5PREFETCH), as the K-quant
-// kernels do: decode streams the weights from memory once, and these
-// loops are bound by their instruction count as much as by memory. The
-// nibbles spread by one broadcast of the 16 bytes to both lanes, a
-// shift of the high lane's dwords by 4 (VPSRLVD against q5shift) and the
-// mask. In Q4_1 and Q5_1 the four rows' d and m of a block are
+// The four-row loops of Q4_1 and Q5_1 take two blocks per pass and ask,
+// once a pass, for one line of each row far ahead (Q5PREFETCH), as the
+// K-quant kernels do: decode streams the weights from memory once, and
+// these loops are bound by their instruction count as much as by
+// memory. The nibbles spread by one broadcast of the 16 bytes to both
+// lanes, a shift of the high lane's dwords by 4 (VPSRLVD against
+// q5shift) and the mask. The four rows' d and m of a block are
 // converted and multiplied by dₐ in one register (Y8: d·dₐ, m·dₐ of row
 // r in lanes 2r, 2r+1), the m·dₐ·S FMAs of the four rows run on the odd
 // lanes of Y10 (the even lanes' products are not used), and VPERMPS
@@ -248,35 +248,6 @@ GLOBL q5shift<>(SB), RODATA|NOPTR, $32
 	VPERMPS      Y8, Y13, Y7 \
 	MINROW(Y3)
 
-// Q50ROW accumulates into ACC row R's Q5_0 block at offset OFF (Y10 the
-// shifts).
-#define Q50ROW(OFF, R, ACC) \
-	HIBITS(2+OFF(R), Y12, Y11, Y13) \
-	SPREAD(6+OFF(R), Y10) \
-	VPOR   Y7, Y6, Y6 \
-	ISUM \
-	VPSUBD Y5, Y6, Y6 \
-	SCALED(OFF(R), ACC)
-
-#define Q50ROWX(OFF, R, ACC) \
-	HIBITS(2+OFF(R)(BX*1), Y12, Y11, Y13) \
-	SPREAD(6+OFF(R)(BX*1), Y10) \
-	VPOR   Y7, Y6, Y6 \
-	ISUM \
-	VPSUBD Y5, Y6, Y6 \
-	SCALED(OFF(R)(BX*1), ACC)
-
-// Q50BLOCK4 accumulates block k (from R10, R11) of the four Q5_0 rows.
-#define Q50BLOCK4(k) \
-	VMOVDQU    (32*k)(DI)(AX*8), Y4 \
-	VPMADDUBSW Y4, Y13, Y5 \
-	VPMADDWD   Y15, Y5, Y5 \
-	VMOVSS     (4*k)(DX)(AX*1), X9 \
-	Q50ROW(22*k, R10, Y0) \
-	Q50ROWX(22*k, R10, Y1) \
-	Q50ROW(22*k, R11, Y2) \
-	Q50ROWX(22*k, R11, Y3)
-
 // func dotQ4_1RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
 TEXT ·dotQ4_1RowsAVX2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
@@ -379,7 +350,6 @@ TEXT ·dotQ5_0RowsAVX2(SB), NOSPLIT, $0-64
 	MOVQ nb+48(FP), R8
 	MOVQ out+56(FP), R9
 	SHLQ $2, R8
-	LEAQ -4(R8), R13 // below it, two blocks are left
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -389,38 +359,54 @@ TEXT ·dotQ5_0RowsAVX2(SB), NOSPLIT, $0-64
 	VMOVDQU q5sel<>(SB), Y11
 	VMOVDQU q5x10<>(SB), Y13
 
-	VMOVDQU q5shift<>(SB), Y10
-
 	CMPQ CX, $4
 	JLT  q50tail
 
 q50group:
 	MOVQ SI, R10
 	LEAQ (SI)(BX*2), R11
+	LEAQ (SI)(BX*8), R14 // two groups ahead
 	XORQ AX, AX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	CMPQ AX, R13
-	JGE  q50glast
 
-q50gpair:
-	Q5PREFETCH
-	Q50BLOCK4(0)
-	Q50BLOCK4(1)
-	ADDQ $44, R10
-	ADDQ $44, R11
-	ADDQ $8, AX
-	CMPQ AX, R13
-	JLT  q50gpair
-
-q50glast:
+q50gblock:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ       $88, R14
+	ACT50
+	HIBITS(2(R10), Y12, Y11, Y13)
+	NIBBLES(6(R10))
+	VPOR Y7, Y6, Y6
+	ISUM
+	VPSUBD Y5, Y6, Y6
+	SCALED((R10), Y0)
+	HIBITS(2(R10)(BX*1), Y12, Y11, Y13)
+	NIBBLES(6(R10)(BX*1))
+	VPOR Y7, Y6, Y6
+	ISUM
+	VPSUBD Y5, Y6, Y6
+	SCALED((R10)(BX*1), Y1)
+	HIBITS(2(R11), Y12, Y11, Y13)
+	NIBBLES(6(R11))
+	VPOR Y7, Y6, Y6
+	ISUM
+	VPSUBD Y5, Y6, Y6
+	SCALED((R11), Y2)
+	HIBITS(2(R11)(BX*1), Y12, Y11, Y13)
+	NIBBLES(6(R11)(BX*1))
+	VPOR Y7, Y6, Y6
+	ISUM
+	VPSUBD Y5, Y6, Y6
+	SCALED((R11)(BX*1), Y3)
+	ADDQ $22, R10
+	ADDQ $22, R11
+	ADDQ $4, AX
 	CMPQ AX, R8
-	JGE  q50gdone
-	Q50BLOCK4(0)
+	JLT  q50gblock
 
-q50gdone:
 	REDUCE8TO(Y0, X0)
 	REDUCE8TO(Y1, X1)
 	REDUCE8TO(Y2, X2)
