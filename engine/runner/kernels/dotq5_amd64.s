@@ -105,6 +105,149 @@ GLOBL q5x10<>(SB), RODATA|NOPTR, $32
 	VHADDPS      X, X, X \
 	VHADDPS      X, X, X
 
+// The four-row loops of Q4_1 and Q5_1 take two blocks per pass and ask,
+// once a pass, for one line of each row far ahead (Q5PREFETCH), as the
+// K-quant kernels do: decode streams the weights from memory once, and
+// these loops are bound by their instruction count as much as by
+// memory. The nibbles spread by one broadcast of the 16 bytes to both
+// lanes, a shift of the high lane's dwords by 4 (VPSRLVD against
+// q5shift) and the mask. The four rows' d and m of a block are
+// converted and multiplied by dₐ in one register (Y8: d·dₐ, m·dₐ of row
+// r in lanes 2r, 2r+1), the m·dₐ·S FMAs of the four rows run on the odd
+// lanes of Y10 (the even lanes' products are not used), and VPERMPS
+// (indexes in Y11-Y13) broadcasts each row's d·dₐ: the same roundings,
+// lane for lane, as the one-row code's scalars.
+
+DATA q5shift<>+0(SB)/8, $0
+DATA q5shift<>+8(SB)/8, $0
+DATA q5shift<>+16(SB)/8, $0x0000000400000004
+DATA q5shift<>+24(SB)/8, $0x0000000400000004
+GLOBL q5shift<>(SB), RODATA|NOPTR, $32
+
+// Q5PREFETCH asks for one line of each of the four rows (R10, R10+BX,
+// R11, R11+BX) 4608 bytes ahead into L1 and 13824 ahead into L2 (the
+// distances of dotk_amd64.s). A row advances by at most 48 bytes a
+// pass, so no line is missed.
+#define Q5PREFETCH \
+	PREFETCHT0 4608(R10) \
+	PREFETCHT0 4608(R10)(BX*1) \
+	PREFETCHT0 4608(R11) \
+	PREFETCHT0 4608(R11)(BX*1) \
+	PREFETCHT1 13824(R10) \
+	PREFETCHT1 13824(R10)(BX*1) \
+	PREFETCHT1 13824(R11) \
+	PREFETCHT1 13824(R11)(BX*1)
+
+// SPREAD spreads the 16 bytes at Q to 32 quants in Y6, SH the shifts.
+#define SPREAD(Q, SH) \
+	VBROADCASTI128 Q, Y6 \
+	VPSRLVD        SH, Y6, Y6 \
+	VPAND          Y14, Y6, Y6
+
+// MINSCALES4 sets Y8 to d·dₐ, m·dₐ of the four rows' block at offset
+// OFF (lanes 2r, 2r+1 for row r) and adds m·dₐ·S of block AX/4+k to the
+// odd lanes of Y10. Clobbers Y5, Y7.
+#define MINSCALES4(OFF, k) \
+	VMOVD        OFF(R10), X8 \
+	VPINSRD      $1, OFF(R10)(BX*1), X8, X8 \
+	VPINSRD      $2, OFF(R11), X8, X8 \
+	VPINSRD      $3, OFF(R11)(BX*1), X8, X8 \
+	VCVTPH2PS    X8, Y8 \
+	VBROADCASTSS (4*k)(DX)(AX*1), Y7 \
+	VMULPS       Y7, Y8, Y8 \
+	VCVTSI2SSL   (4*k)(R12)(AX*1), X5, X5 \
+	VBROADCASTSS X5, Y5 \
+	VFMADD231PS  Y5, Y8, Y10
+
+// MINROW accumulates into ACC the int32 sums in Y6 with the d·dₐ in
+// every lane of Y7.
+#define MINROW(ACC) \
+	VPMADDUBSW  Y4, Y6, Y6 \
+	VPMADDWD    Y15, Y6, Y6 \
+	VCVTDQ2PS   Y6, Y6 \
+	VFMADD231PS Y7, Y6, ACC
+
+// MINCONSTS sets Y9 to q5shift and Y11-Y13 to the VPERMPS indexes of
+// lanes 2, 4 and 6.
+#define MINCONSTS \
+	VMOVDQU      q5shift<>(SB), Y9 \
+	MOVL         $2, AX \
+	MOVD         AX, X11 \
+	VPBROADCASTD X11, Y11 \
+	MOVL         $4, AX \
+	MOVD         AX, X12 \
+	VPBROADCASTD X12, Y12 \
+	MOVL         $6, AX \
+	MOVD         AX, X13 \
+	VPBROADCASTD X13, Y13
+
+// MINREDUCE4 reduces the four rows' lanes and adds their m·dₐ·S sums
+// (the odd lanes of Y10), then stores them. Clobbers X4, X5, X10.
+#define MINREDUCE4 \
+	REDUCE8TO(Y0, X0) \
+	VMOVSHDUP    X10, X5 \
+	VADDSS       X5, X0, X0 \
+	REDUCE8TO(Y1, X1) \
+	VPSHUFD      $0xFF, X10, X5 \
+	VADDSS       X5, X1, X1 \
+	VEXTRACTF128 $1, Y10, X10 \
+	REDUCE8TO(Y2, X2) \
+	VMOVSHDUP    X10, X5 \
+	VADDSS       X5, X2, X2 \
+	REDUCE8TO(Y3, X3) \
+	VPSHUFD      $0xFF, X10, X5 \
+	VADDSS       X5, X3, X3 \
+	VMOVSS       X0, 0(R9) \
+	VMOVSS       X1, 4(R9) \
+	VMOVSS       X2, 8(R9) \
+	VMOVSS       X3, 12(R9)
+
+// Q41BLOCK4 accumulates block k (from R10, R11) of the four Q4_1 rows.
+#define Q41BLOCK4(k) \
+	VMOVDQU      (32*k)(DI)(AX*8), Y4 \
+	MINSCALES4(20*k, k) \
+	SPREAD(4+20*k(R10), Y9) \
+	VBROADCASTSS X8, Y7 \
+	MINROW(Y0) \
+	SPREAD(4+20*k(R10)(BX*1), Y9) \
+	VPERMPS      Y8, Y11, Y7 \
+	MINROW(Y1) \
+	SPREAD(4+20*k(R11), Y9) \
+	VPERMPS      Y8, Y12, Y7 \
+	MINROW(Y2) \
+	SPREAD(4+20*k(R11)(BX*1), Y9) \
+	VPERMPS      Y8, Y13, Y7 \
+	MINROW(Y3)
+
+// Q51SPREAD spreads row R's Q5_1 block at offset OFF, fifth bits
+// included, into Y6.
+#define Q51SPREAD(OFF, R) \
+	HIBITS(4+OFF(R), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB)) \
+	SPREAD(8+OFF(R), Y9) \
+	VPOR Y7, Y6, Y6
+
+#define Q51SPREADX(OFF, R) \
+	HIBITS(4+OFF(R)(BX*1), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB)) \
+	SPREAD(8+OFF(R)(BX*1), Y9) \
+	VPOR Y7, Y6, Y6
+
+// Q51BLOCK4 accumulates block k (from R10, R11) of the four Q5_1 rows.
+#define Q51BLOCK4(k) \
+	VMOVDQU      (32*k)(DI)(AX*8), Y4 \
+	MINSCALES4(24*k, k) \
+	Q51SPREAD(24*k, R10) \
+	VBROADCASTSS X8, Y7 \
+	MINROW(Y0) \
+	Q51SPREADX(24*k, R10) \
+	VPERMPS      Y8, Y11, Y7 \
+	MINROW(Y1) \
+	Q51SPREAD(24*k, R11) \
+	VPERMPS      Y8, Y12, Y7 \
+	MINROW(Y2) \
+	Q51SPREADX(24*k, R11) \
+	VPERMPS      Y8, Y13, Y7 \
+	MINROW(Y3)
+
 // func dotQ4_1RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, s *int32, nb int, out *float32)
 TEXT ·dotQ4_1RowsAVX2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
@@ -116,11 +259,14 @@ TEXT ·dotQ4_1RowsAVX2(SB), NOSPLIT, $0-64
 	MOVQ nb+48(FP), R8
 	MOVQ out+56(FP), R9
 	SHLQ $2, R8
+	LEAQ -4(R8), R13 // below it, two blocks are left
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW   $15, Y15, Y15
+
+	MINCONSTS
 
 	CMPQ CX, $4
 	JLT  q41tail
@@ -128,52 +274,32 @@ TEXT ·dotQ4_1RowsAVX2(SB), NOSPLIT, $0-64
 q41group:
 	MOVQ SI, R10
 	LEAQ (SI)(BX*2), R11
-	LEAQ (SI)(BX*8), R14 // two groups ahead
 	XORQ AX, AX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	VXORPS X10, X10, X10
-	VXORPS X11, X11, X11
-	VXORPS X12, X12, X12
-	VXORPS X13, X13, X13
+	VXORPS Y10, Y10, Y10
+	CMPQ AX, R13
+	JGE  q41glast
 
-q41gblock:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	ADDQ       $80, R14
-	ACTMIN
-	NIBBLES(4(R10))
-	ISUM
-	SCALEDMIN((R10), Y0, X10)
-	NIBBLES(4(R10)(BX*1))
-	ISUM
-	SCALEDMIN((R10)(BX*1), Y1, X11)
-	NIBBLES(4(R11))
-	ISUM
-	SCALEDMIN((R11), Y2, X12)
-	NIBBLES(4(R11)(BX*1))
-	ISUM
-	SCALEDMIN((R11)(BX*1), Y3, X13)
-	ADDQ $20, R10
-	ADDQ $20, R11
-	ADDQ $4, AX
+q41gpair:
+	Q5PREFETCH
+	Q41BLOCK4(0)
+	Q41BLOCK4(1)
+	ADDQ $40, R10
+	ADDQ $40, R11
+	ADDQ $8, AX
+	CMPQ AX, R13
+	JLT  q41gpair
+
+q41glast:
 	CMPQ AX, R8
-	JLT  q41gblock
+	JGE  q41gdone
+	Q41BLOCK4(0)
 
-	REDUCE8TO(Y0, X0)
-	VADDSS X10, X0, X0
-	REDUCE8TO(Y1, X1)
-	VADDSS X11, X1, X1
-	REDUCE8TO(Y2, X2)
-	VADDSS X12, X2, X2
-	REDUCE8TO(Y3, X3)
-	VADDSS X13, X3, X3
-	VMOVSS X0, 0(R9)
-	VMOVSS X1, 4(R9)
-	VMOVSS X2, 8(R9)
-	VMOVSS X3, 12(R9)
+q41gdone:
+	MINREDUCE4
 
 	LEAQ (SI)(BX*4), SI
 	ADDQ $16, R9
@@ -340,11 +466,14 @@ TEXT ·dotQ5_1RowsAVX2(SB), NOSPLIT, $0-64
 	MOVQ nb+48(FP), R8
 	MOVQ out+56(FP), R9
 	SHLQ $2, R8
+	LEAQ -4(R8), R13 // below it, two blocks are left
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW   $15, Y15, Y15
+
+	MINCONSTS
 
 	CMPQ CX, $4
 	JLT  q51tail
@@ -352,60 +481,32 @@ TEXT ·dotQ5_1RowsAVX2(SB), NOSPLIT, $0-64
 q51group:
 	MOVQ SI, R10
 	LEAQ (SI)(BX*2), R11
-	LEAQ (SI)(BX*8), R14 // two groups ahead
 	XORQ AX, AX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	VXORPS X10, X10, X10
-	VXORPS X11, X11, X11
-	VXORPS X12, X12, X12
-	VXORPS X13, X13, X13
+	VXORPS Y10, Y10, Y10
+	CMPQ AX, R13
+	JGE  q51glast
 
-q51gblock:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	ADDQ       $96, R14
-	ACTMIN
-	HIBITS(4(R10), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB))
-	NIBBLES(8(R10))
-	VPOR Y7, Y6, Y6
-	ISUM
-	SCALEDMIN((R10), Y0, X10)
-	HIBITS(4(R10)(BX*1), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB))
-	NIBBLES(8(R10)(BX*1))
-	VPOR Y7, Y6, Y6
-	ISUM
-	SCALEDMIN((R10)(BX*1), Y1, X11)
-	HIBITS(4(R11), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB))
-	NIBBLES(8(R11))
-	VPOR Y7, Y6, Y6
-	ISUM
-	SCALEDMIN((R11), Y2, X12)
-	HIBITS(4(R11)(BX*1), q5shuf<>(SB), q5sel<>(SB), q5x10<>(SB))
-	NIBBLES(8(R11)(BX*1))
-	VPOR Y7, Y6, Y6
-	ISUM
-	SCALEDMIN((R11)(BX*1), Y3, X13)
-	ADDQ $24, R10
-	ADDQ $24, R11
-	ADDQ $4, AX
+q51gpair:
+	Q5PREFETCH
+	Q51BLOCK4(0)
+	Q51BLOCK4(1)
+	ADDQ $48, R10
+	ADDQ $48, R11
+	ADDQ $8, AX
+	CMPQ AX, R13
+	JLT  q51gpair
+
+q51glast:
 	CMPQ AX, R8
-	JLT  q51gblock
+	JGE  q51gdone
+	Q51BLOCK4(0)
 
-	REDUCE8TO(Y0, X0)
-	VADDSS X10, X0, X0
-	REDUCE8TO(Y1, X1)
-	VADDSS X11, X1, X1
-	REDUCE8TO(Y2, X2)
-	VADDSS X12, X2, X2
-	REDUCE8TO(Y3, X3)
-	VADDSS X13, X3, X3
-	VMOVSS X0, 0(R9)
-	VMOVSS X1, 4(R9)
-	VMOVSS X2, 8(R9)
-	VMOVSS X3, 12(R9)
+q51gdone:
+	MINREDUCE4
 
 	LEAQ (SI)(BX*4), SI
 	ADDQ $16, R9

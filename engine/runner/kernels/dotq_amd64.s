@@ -13,40 +13,77 @@
 // Q4_0 block: fp16 d, then 16 bytes whose low nibbles are values 0-15
 // and high nibbles values 16-31, each q − 8. The nibbles are spread to
 // 32 bytes (low lane: low nibbles, high lane: high nibbles, matching the
-// activation's order) and multiplied unsigned by the signed activation
-// quants (VPMADDUBSW: pair sums within ±2·15·128), widened to int32 by
-// VPMADDWD against ones; the offset comes off per int32 lane as 8 times
-// the lane's activation sum, computed once per block for all rows, so the
-// integer sums are exact. They are converted and accumulated with d·dₐ
-// by FMA. Rows go four at a time sharing the activation, then one at a
-// time; a row's arithmetic is the same either way, so its value does not
-// depend on its position.
+// activation's order: the 16 bytes broadcast to both lanes, the high
+// lane's dwords shifted right by 4, then masked) and multiplied unsigned
+// by the signed activation quants (VPMADDUBSW: pair sums within
+// ±2·15·128), widened to int32 by VPMADDWD against ones; the offset
+// comes off per int32 lane as 8 times the lane's activation sum,
+// computed once per block for all rows, so the integer sums are exact.
+// They are converted and accumulated with d·dₐ by FMA. Rows go four at a
+// time sharing the activation, then one at a time; a row's arithmetic is
+// the same either way, so its value does not depend on its position.
+//
+// Decode streams the weights from memory once, and these loops are
+// bound by their instruction count as much as by memory: the four-row
+// loop takes two blocks per pass and asks, once a pass, for one line of
+// each row far ahead (Q32PREFETCH), as the K-quant kernels do.
 //
 // Registers: Y4 activation quants, Y5 8·(lane sums of a), X9 dₐ,
-// Y13 bytes 0x08, Y14 bytes 0x0F, Y15 int16 ones.
+// Y12 the spreading shifts, Y13 bytes 0x08, Y14 bytes 0x0F, Y15 int16
+// ones.
+
+// q32shift: the dword shifts that leave a block's low nibbles in the
+// low lane and its high nibbles in the high lane (before the mask).
+DATA q32shift<>+0(SB)/8, $0
+DATA q32shift<>+8(SB)/8, $0
+DATA q32shift<>+16(SB)/8, $0x0000000400000004
+DATA q32shift<>+24(SB)/8, $0x0000000400000004
+GLOBL q32shift<>(SB), RODATA|NOPTR, $32
+
+// Q32PREFETCH asks for one line of each of the four rows (R10, R10+BX,
+// R11, R11+BX) 4608 bytes ahead into L1 and 13824 ahead into L2: the
+// distances of the K-quant kernels (dotk_amd64.s, dotk512_amd64.s).
+// Once per pass of two blocks: a row advances by at most 48 bytes, so
+// no line is missed.
+#define Q32PREFETCH \
+	PREFETCHT0 4608(R10) \
+	PREFETCHT0 4608(R10)(BX*1) \
+	PREFETCHT0 4608(R11) \
+	PREFETCHT0 4608(R11)(BX*1) \
+	PREFETCHT1 13824(R10) \
+	PREFETCHT1 13824(R10)(BX*1) \
+	PREFETCHT1 13824(R11) \
+	PREFETCHT1 13824(R11)(BX*1)
 
 // Q40ROW accumulates into ACC one block of the row whose block starts at
 // H (scale) with its nibbles at Q. Clobbers Y6, Y8.
 #define Q40ROW(Q, H, ACC) \
-	VMOVDQU      Q, X6 \
-	VPSRLW       $4, X6, X8 \
-	VINSERTI128  $1, X8, Y6, Y6 \
-	VPAND        Y14, Y6, Y6 \
-	VPMADDUBSW   Y4, Y6, Y6 \
-	VPMADDWD     Y15, Y6, Y6 \
-	VPSUBD       Y5, Y6, Y6 \
-	VCVTDQ2PS    Y6, Y6 \
-	VCVTPH2PS    H, X8 \
-	VMULSS       X9, X8, X8 \
-	VBROADCASTSS X8, Y8 \
-	VFMADD231PS  Y8, Y6, ACC
+	VBROADCASTI128 Q, Y6 \
+	VPSRLVD        Y12, Y6, Y6 \
+	VPAND          Y14, Y6, Y6 \
+	VPMADDUBSW     Y4, Y6, Y6 \
+	VPMADDWD       Y15, Y6, Y6 \
+	VPSUBD         Y5, Y6, Y6 \
+	VCVTDQ2PS      Y6, Y6 \
+	VCVTPH2PS      H, X8 \
+	VMULSS         X9, X8, X8 \
+	VBROADCASTSS   X8, Y8 \
+	VFMADD231PS    Y8, Y6, ACC
 
-// Q40ACT loads block AX/4 of the activation.
-#define Q40ACT \
-	VMOVDQU    (DI)(AX*8), Y4 \
+// Q40ACT loads block AX/4+k of the activation.
+#define Q40ACT(k) \
+	VMOVDQU    (32*k)(DI)(AX*8), Y4 \
 	VPMADDUBSW Y4, Y13, Y5 \
 	VPMADDWD   Y15, Y5, Y5 \
-	VMOVSS     (DX)(AX*1), X9
+	VMOVSS     (4*k)(DX)(AX*1), X9
+
+// Q40BLOCK4 accumulates block k (from R10, R11) of the four rows.
+#define Q40BLOCK4(k) \
+	Q40ACT(k) \
+	Q40ROW(2+18*k(R10), 18*k(R10), Y0) \
+	Q40ROW(2+18*k(R10)(BX*1), 18*k(R10)(BX*1), Y1) \
+	Q40ROW(2+18*k(R11), 18*k(R11), Y2) \
+	Q40ROW(2+18*k(R11)(BX*1), 18*k(R11)(BX*1), Y3)
 
 // REDUCE8TO adds the eight float lanes of Y into the low lane of X.
 #define REDUCE8TO(Y, X) \
@@ -65,6 +102,7 @@ TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $0-56
 	MOVQ nb+40(FP), R8
 	MOVQ out+48(FP), R9
 	SHLQ $2, R8 // AX steps 4 per block: d at (DX)(AX*1), q at (DI)(AX*8)
+	LEAQ -4(R8), R13 // below it, two blocks are left
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	MOVQ AX, X14
 	VPBROADCASTQ X14, Y14
@@ -73,6 +111,7 @@ TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $0-56
 	VPBROADCASTQ X13, Y13
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW   $15, Y15, Y15
+	VMOVDQU  q32shift<>(SB), Y12
 
 	CMPQ CX, $4
 	JLT  q40tail
@@ -80,28 +119,30 @@ TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $0-56
 q40group:
 	MOVQ SI, R10
 	LEAQ (SI)(BX*2), R11
-	LEAQ (SI)(BX*8), R14 // two groups ahead
 	XORQ AX, AX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	CMPQ AX, R13
+	JGE  q40glast
 
-q40gblock:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	ADDQ       $72, R14
-	Q40ACT
-	Q40ROW(2(R10), (R10), Y0)
-	Q40ROW(2(R10)(BX*1), (R10)(BX*1), Y1)
-	Q40ROW(2(R11), (R11), Y2)
-	Q40ROW(2(R11)(BX*1), (R11)(BX*1), Y3)
-	ADDQ $18, R10
-	ADDQ $18, R11
-	ADDQ $4, AX
+q40gpair:
+	Q32PREFETCH
+	Q40BLOCK4(0)
+	Q40BLOCK4(1)
+	ADDQ $36, R10
+	ADDQ $36, R11
+	ADDQ $8, AX
+	CMPQ AX, R13
+	JLT  q40gpair
+
+q40glast:
 	CMPQ AX, R8
-	JLT  q40gblock
+	JGE  q40gdone
+	Q40BLOCK4(0)
 
+q40gdone:
 	REDUCE8TO(Y0, X0)
 	REDUCE8TO(Y1, X1)
 	REDUCE8TO(Y2, X2)
@@ -127,7 +168,7 @@ q40row:
 	VXORPS Y0, Y0, Y0
 
 q40rblock:
-	Q40ACT
+	Q40ACT(0)
 	Q40ROW(2(R10), (R10), Y0)
 	ADDQ $18, R10
 	ADDQ $4, AX
