@@ -67,6 +67,8 @@ for tool in cmake curl python3 go; do
 done
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
 variant=native
 cmake_isa=(-DGGML_NATIVE=ON)
 godebug=${GODEBUG:-}
@@ -95,6 +97,9 @@ build() {
 [ -n "$mainline_bin" ] || mainline_bin=$(build mainline "$mainline_src")
 [ -n "$ik_bin" ] || ik_bin=$(build ik "$ik_src")
 [ "$mainline_bin" != none ] || [ "$ik_bin" != none ] || { echo "compare-llama: nothing to compare with" >&2; exit 2; }
+# Absolute, as the servers start from the work directory.
+abs() { if [ "$1" = none ]; then echo none; else echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; fi; }
+mainline_bin=$(abs "$mainline_bin") ik_bin=$(abs "$ik_bin")
 
 (cd "$root" && go build -o "$work/bin/" ./cmd/mesh-gguf ./cmd/meshctl)
 
@@ -120,6 +125,11 @@ complete() {
 t = json.load(sys.stdin)["timings"]
 print("%.4f %.4f" % (1000 * t["prompt_n"] / t["prompt_ms"], 1000 * t["predicted_n"] / t["predicted_ms"]))'
 }
+
+# The servers run in the work directory: a llama-server may write a
+# log file (llama.log) into its working directory, which must not be
+# the checkout.
+cd "$work"
 
 pids=()
 stop_all() {
