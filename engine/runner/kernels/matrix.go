@@ -154,7 +154,7 @@ func (mv *MatVecs) Run(p *Pool) {
 		rows += pr.M.Rows
 		rb = max(rb, pr.M.rowBytes)
 	}
-	// Chunks of roughly 16 KiB of weights or more keep scheduling a small
+	// Chunks of roughly 64 KiB of weights or more keep scheduling a small
 	// fraction of the work; multiples of 4 rows suit the four-row kernels.
 	p.Run(rows, max(4, (64<<10)/rb)&^3, (*matVecsRanger)(mv))
 }
