@@ -190,9 +190,9 @@ func (h *hopClient) closeIdle() { h.closeIdleFor(false) }
 // way as they end.
 func (h *hopClient) close() { h.closeIdleFor(true) }
 
-func (h *hopClient) closeIdleFor(good bool) {
+func (h *hopClient) closeIdleFor(forGood bool) {
 	h.mu.Lock()
-	h.closed = h.closed || good
+	h.closed = h.closed || forGood
 	idle := h.idle
 	h.idle = nil
 	h.mu.Unlock()
