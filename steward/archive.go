@@ -252,7 +252,8 @@ func (b *Budget) resume() error {
 func (l *Log) writing() (uint64, int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.seg, l.w.Size()
+	// What the segment takes on disk: its padding too.
+	return l.seg, l.w.Footprint()
 }
 
 // checkpointsUpTo returns the newest checkpoint covering at most count
@@ -846,10 +847,11 @@ func verifyArchive(ctx context.Context, dir, archiveDir string, opt VerifyOption
 		}
 		rep.Segments++
 		rep.Size = t.End
-		if t.Torn > 0 {
-			if k < len(srcs)-1 {
-				return nil, &DamageError{Sequence: c.next, Segment: name, Offset: t.End, Err: fmt.Errorf("%d bytes of a torn write in a segment that is not the last", t.Torn)}
+		if k < len(srcs)-1 {
+			if err := notLastTail(t); err != nil {
+				return nil, &DamageError{Sequence: c.next, Segment: name, Offset: t.End, Err: err}
 			}
+		} else if t.Torn > 0 {
 			rep.TornBytes, rep.TornAt, rep.TornSegment = t.Torn, t.End, name
 		}
 	}

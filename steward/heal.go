@@ -64,10 +64,11 @@ func (l *Log) trimPendingLocked(synced int64) {
 }
 
 func (l *Log) wrap(f *os.File) framelog.File {
+	ff := framelog.DataSync(f)
 	if l.files != nil {
-		return l.files(f)
+		return l.files(ff)
 	}
-	return f
+	return ff
 }
 
 // fail records that the storage refused a write (err), failing the log

@@ -44,6 +44,10 @@ const (
 	DefaultSegmentBytes = 64 << 20
 	// DefaultCheckpointEvery is how many receipts pass between checkpoints.
 	DefaultCheckpointEvery = 4096
+	// DefaultPreallocate is the step in which the segment being written is
+	// filled with zeros ahead of its frames (framelog.Writer.Preallocate):
+	// about 1 200 receipts, so the write that grows it comes rarely.
+	DefaultPreallocate = 1 << 20
 )
 
 var (
@@ -118,6 +122,11 @@ type LogOptions struct {
 	// CheckpointEvery writes checkpoints only on Close.
 	SegmentBytes    int64
 	CheckpointEvery int
+	// Preallocate is the step in which the segment being written is kept
+	// filled with zeros ahead of its frames, so that a receipt's fsync need
+	// not grow the file: 0 means DefaultPreallocate, negative none. The
+	// zeros are cut when the segment is closed or rotated.
+	Preallocate int64
 	// Ledger, if set, is sealed into every checkpoint as its ledger
 	// summary.
 	Ledger func() string
@@ -150,6 +159,7 @@ type Log struct {
 	noSync   bool
 	onSync   func(time.Duration)
 	segBytes int64
+	prealloc int64
 	ckEvery  uint64
 	ledger   func() string
 	clock    func() time.Time
@@ -217,6 +227,12 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 		ledger: opt.Ledger, clock: opt.Clock, witness: opt.Witness, files: opt.files}
 	if l.segBytes <= 0 {
 		l.segBytes = DefaultSegmentBytes
+	}
+	switch {
+	case opt.Preallocate == 0:
+		l.prealloc = DefaultPreallocate
+	case opt.Preallocate > 0:
+		l.prealloc = opt.Preallocate
 	}
 	switch {
 	case opt.CheckpointEvery == 0:
@@ -295,11 +311,12 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 		rep.TornBytes, rep.TornAt = tail.Torn, tail.End
 	}
 	l.w, err = segFormat.Resume(l.wrap(lastFile), tail, opt.NoSync)
-	if err == nil && opt.OnSync != nil {
-		l.w.ObserveSyncs(opt.OnSync)
-	}
 	if err != nil {
 		return nil, nil, err
+	}
+	l.w.Preallocate(l.prealloc, l.segBytes)
+	if opt.OnSync != nil {
+		l.w.ObserveSyncs(opt.OnSync)
 	}
 	if ckf == nil {
 		ckf, err = framelog.OpenFile(filepath.Join(dir, checkpointsName), true)
@@ -308,7 +325,9 @@ func openLog(ctx context.Context, dir string, opt LogOptions) (*Log, *ScanReport
 			return nil, nil, err
 		}
 	}
-	if l.ck, err = ckFormat.Resume(l.wrap(ckf), ckTail, opt.NoSync); err != nil {
+	// Only the segment being written preallocates: zeros after the
+	// checkpoints are cut.
+	if l.ck, err = ckFormat.Resume(l.wrap(ckf), ckTail.Cut(), opt.NoSync); err != nil {
 		l.w.Close()
 		return nil, nil, err
 	}
@@ -395,9 +414,8 @@ func walk(ctx context.Context, segs []segment, from *SignedCheckpoint, c *chain,
 		rep.Size = t.End
 		if i < len(segs)-1 {
 			f.Close()
-			if t.Torn > 0 {
-				return nil, nil, framelog.Tail{}, &DamageError{Sequence: c.next, Segment: name, Offset: t.End,
-					Err: fmt.Errorf("%d bytes of a torn write in a segment that is not the last", t.Torn)}
+			if err := notLastTail(t); err != nil {
+				return nil, nil, framelog.Tail{}, &DamageError{Sequence: c.next, Segment: name, Offset: t.End, Err: err}
 			}
 			continue
 		}
@@ -413,6 +431,19 @@ func walk(ctx context.Context, segs []segment, from *SignedCheckpoint, c *chain,
 	rep.Records, rep.Head, rep.Steward = c.next, c.head, c.key
 	rep.Verified, rep.Last = c.checked, c.last
 	return rep, lastFile, tail, nil
+}
+
+// notLastTail refuses anything after the last frame of a segment that is
+// not the last: a rotation cuts the old segment's padding, durably, before
+// the next segment exists.
+func notLastTail(t framelog.Tail) error {
+	switch {
+	case t.Torn > 0:
+		return fmt.Errorf("%d bytes of a torn write in a segment that is not the last", t.Torn)
+	case t.Zero > 0:
+		return fmt.Errorf("%d bytes of zeros after the last frame of a segment that is not the last", t.Zero)
+	}
+	return nil
 }
 
 // checkHead proves that checkpoint cp describes this log: the frame at its
@@ -672,7 +703,9 @@ func (l *Log) checkpointed() uint64 {
 // Called with mu held. A failure leaves the current segment in place and
 // fails the log until it heals; the next append then tries again.
 func (l *Log) rotateLocked() error {
-	if err := l.w.SyncAll(); err != nil {
+	// The old segment ends at its last frame, durably, before the new one
+	// exists: only the last segment may hold padding.
+	if err := l.w.Trim(); err != nil {
 		l.failLocked(err)
 		return fmt.Errorf("receipt log: %w", err)
 	}
@@ -687,6 +720,7 @@ func (l *Log) rotateLocked() error {
 		l.failLocked(err)
 		return fmt.Errorf("receipt log: new segment: %w", err)
 	}
+	w.Preallocate(l.prealloc, l.segBytes)
 	if l.onSync != nil {
 		w.ObserveSyncs(l.onSync)
 	}

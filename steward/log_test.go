@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -76,20 +77,27 @@ func TestLogReopenContinues(t *testing.T) {
 	}
 }
 
-// Every ending a power cut can leave is cut by one rule, and nothing else.
+// Every ending a power cut can leave is cut by one rule, and nothing else;
+// zeros from a frame boundary on are padding, kept for the writer to
+// overwrite and cut when it closes.
 func TestLogTornTailIsCut(t *testing.T) {
 	cases := []struct {
 		name string
+		pad  bool // the tail is zero padding, not a torn write
 		mut  func(b []byte, last int64) []byte
 	}{
-		{"1 byte of header", func(b []byte, last int64) []byte { return b[:last+1] }},
-		{"11 bytes of header", func(b []byte, last int64) []byte { return b[:last+11] }},
-		{"header and part of body", func(b []byte, last int64) []byte { return b[:last+50] }},
-		{"final frame zero-filled", func(b []byte, last int64) []byte {
+		{"1 byte of header", false, func(b []byte, last int64) []byte { b[last] = 0x80; return b[:last+1] }},
+		{"1 zero byte of header", true, func(b []byte, last int64) []byte { return b[:last+1] }},
+		{"11 bytes of header", false, func(b []byte, last int64) []byte { return b[:last+11] }},
+		{"header and part of body", false, func(b []byte, last int64) []byte { return b[:last+50] }},
+		{"final frame zero-filled", true, func(b []byte, last int64) []byte {
 			clear(b[last:])
 			return b
 		}},
-		{"zeros appended after a cut", func(b []byte, last int64) []byte {
+		{"zeros after the last frame", true, func(b []byte, last int64) []byte {
+			return append(b[:last], make([]byte, 3<<20)...)
+		}},
+		{"zeros appended after a cut", false, func(b []byte, last int64) []byte {
 			return append(b[:last+30], make([]byte, 4000)...)
 		}},
 	}
@@ -104,25 +112,37 @@ func TestLogTornTailIsCut(t *testing.T) {
 			if err := os.WriteFile(seg, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			torn := int64(len(b)) - offs[3]
+			if c.pad {
+				torn = 0
+			}
 			k := testKey(t)
 			v, err := VerifyLog(bg, dir, VerifyOptions{})
-			if err != nil || v.Records != 3 || v.TornBytes != int64(len(b))-offs[3] {
-				t.Fatalf("verify = %v %+v, want 3 records and a torn tail", err, v)
+			if err != nil || v.Records != 3 || v.TornBytes != torn {
+				t.Fatalf("verify = %v %+v, want 3 records and %d torn bytes", err, v, torn)
 			}
 			st, l, rep := openTestLog(t, dir, k, LogOptions{})
-			if rep.Records != 3 || rep.TornBytes != int64(len(b))-offs[3] || rep.TornAt != offs[3] {
-				t.Fatalf("report %+v, want 3 records and a torn tail at %d", rep, offs[3])
+			if rep.Records != 3 || rep.TornBytes != torn || (torn > 0 && rep.TornAt != offs[3]) {
+				t.Fatalf("report %+v, want 3 records and %d torn bytes at %d", rep, torn, offs[3])
 			}
-			if fi, _ := os.Stat(seg); fi.Size() != offs[3] {
-				t.Fatalf("torn tail not cut: size %d, want %d", fi.Size(), offs[3])
+			size := offs[3] // a torn tail is cut on open; padding is kept
+			if c.pad {
+				size = int64(len(b))
+			}
+			if fi, _ := os.Stat(seg); fi.Size() != size {
+				t.Fatalf("after open: size %d, want %d", fi.Size(), size)
 			}
 			s, err := st.Seal(bg, draft(9))
 			if err != nil || s.Receipt.Sequence != 3 {
 				t.Fatalf("append after recovery: %v seq %v", err, s)
 			}
 			l.Close()
-			if v, err := VerifyLog(bg, dir, VerifyOptions{Trusted: k.Public()}); err != nil || v.Records != 4 {
-				t.Fatalf("verify after recovery: %v", err)
+			if v, err := VerifyLog(bg, dir, VerifyOptions{Trusted: k.Public()}); err != nil || v.Records != 4 || v.TornBytes != 0 {
+				t.Fatalf("verify after recovery: %v %+v", err, v)
+			}
+			// Closed, the segment ends at its last frame.
+			if fi, _ := os.Stat(seg); fi.Size() != offs[3]+int64(len(s.Envelope))+framelog.HeaderSize {
+				t.Fatalf("after close: size %d, want %d", fi.Size(), offs[3]+int64(len(s.Envelope))+framelog.HeaderSize)
 			}
 		})
 	}
@@ -495,5 +515,137 @@ func TestRepairLog(t *testing.T) {
 	l.Close()
 	if v, err := VerifyLog(bg, dir, VerifyOptions{Trusted: k.Public()}); err != nil || v.Records != 4 {
 		t.Fatalf("verify after repair: %v", err)
+	}
+}
+
+// The segment being written is kept preallocated, so a receipt's fsync
+// does not grow it; a rotated segment ends at its last frame; a crash
+// leaves the padding, which verifies clean and is reopened without a torn
+// tail.
+func TestLogPreallocatesSegment(t *testing.T) {
+	const chunk, segBytes = 2048, 6000
+	dir := filepath.Join(t.TempDir(), "receipts")
+	k := testKey(t)
+	st, l, _ := openTestLog(t, dir, k, LogOptions{CheckpointEvery: -1, SegmentBytes: segBytes, Preallocate: chunk})
+	defer l.Close()
+	sizeOf := func(path string) int64 {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	var ends []int64 // each segment's frames' end, as sealed
+	end := int64(len(segmentMagic))
+	seg := uint64(0)
+	for i := 0; i < 30; i++ {
+		s, err := st.Seal(bg, draft(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.seg != seg {
+			ends, seg, end = append(ends, end), l.seg, int64(len(segmentMagic))
+		}
+		end += int64(framelog.HeaderSize + len(s.Envelope))
+	}
+	if len(ends) < 2 {
+		t.Fatalf("the log rotated %d times, want at least 2", len(ends))
+	}
+	segs, err := listSegments(dir)
+	if err != nil || len(segs) != len(ends)+1 {
+		t.Fatalf("segments %v (%v), want %d", segs, err, len(ends)+1)
+	}
+	for i, e := range ends {
+		if got := sizeOf(segs[i].path); got != e {
+			t.Errorf("rotated segment %s is %d bytes, want its frames' %d", segs[i].path, got, e)
+		}
+	}
+	live := SegmentName(l.seg)
+	// Whole chunks past the frames, but not past the segment size.
+	if got, want := sizeOf(filepath.Join(dir, live)), min((end+chunk-1)/chunk*chunk, max(segBytes, end)); got != want || got == end {
+		t.Fatalf("the segment being written is %d bytes (frames end at %d), want %d", got, end, want)
+	}
+	// Read while written, and as a crash leaves it: the padding is not a
+	// torn write.
+	v, err := VerifyLog(bg, dir, VerifyOptions{Trusted: k.Public()})
+	if err != nil || v.Records != 30 || v.TornBytes != 0 {
+		t.Fatalf("verify of the live log: %v %+v", err, v)
+	}
+	crashed := filepath.Join(t.TempDir(), "crashed")
+	if err := os.MkdirAll(crashed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(crashed, e.Name()), b, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st2, l2, rep := openTestLog(t, crashed, k, LogOptions{CheckpointEvery: -1, SegmentBytes: segBytes, Preallocate: chunk})
+	if rep.Records != 30 || rep.TornBytes != 0 {
+		t.Fatalf("reopen after a crash: %+v, want 30 records and nothing torn", rep)
+	}
+	s, err := st2.Seal(bg, draft(30))
+	if err != nil || s.Receipt.Sequence != 30 {
+		t.Fatalf("seal after the crash: %v %v", err, s)
+	}
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Closed, every segment ends at its last frame.
+	segs, err = listSegments(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sg := range segs {
+		f, err := os.Open(sg.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tail, err := segFormat.Scan(bg, f, func(uint64, int64, []byte) error { return nil })
+		f.Close()
+		if got := sizeOf(sg.path); err != nil || tail != (framelog.Tail{End: got}) {
+			t.Fatalf("closed, segment %s is %d bytes with tail %+v (%v), want nothing after its frames", sg.path, got, tail, err)
+		}
+	}
+	if v, err := VerifyLog(bg, crashed, VerifyOptions{Trusted: k.Public()}); err != nil || v.Records != 31 {
+		t.Fatalf("verify after the crash and a close: %v %+v", err, v)
+	}
+}
+
+// A segment that is not the last holds nothing after its last frame, not
+// even zeros: the rotation cut them before the next segment existed.
+func TestLogPaddingInAnOlderSegmentIsDamage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "receipts")
+	k := testKey(t)
+	st, l, _ := openTestLog(t, dir, k, LogOptions{CheckpointEvery: -1, SegmentBytes: 2000})
+	for i := 0; i < 6; i++ {
+		if _, err := st.Seal(bg, draft(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	segs, err := listSegments(dir)
+	if err != nil || len(segs) < 2 {
+		t.Fatalf("segments %v %v", segs, err)
+	}
+	f, err := os.OpenFile(segs[0].path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 100))
+	f.Close()
+	_, err = VerifyLog(bg, dir, VerifyOptions{Trusted: k.Public()})
+	var de *DamageError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "100 bytes of zeros after the last frame of a segment that is not the last") {
+		t.Fatalf("verify = %v, want the zeros named as damage", err)
 	}
 }

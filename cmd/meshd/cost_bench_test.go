@@ -45,8 +45,9 @@ import (
 //
 // Where it goes, from the agent's phase timings of the same serves
 // (agent.Phases, and the steward's steward.SealTimes within the seal) and
-// a bare write+fdatasync of a receipt-sized frame beside the state dir,
-// interleaved with the pairs:
+// a bare write+fdatasync of a receipt-sized frame beside the state dir
+// (into a file written with zeros ahead, as the log preallocates its
+// segment), interleaved with the pairs:
 //   - http+json: the daemon's reply time less the agent's (the HTTP
 //     client and server, JSON in and out, the receipt's encoding in the
 //     reply);
@@ -116,17 +117,31 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 			"temperature": 0, "seed": 0, "return_tokens": true})
 		return post(direct, child+"/completion", body, `"tokens_predicted"`)
 	}
-	sf, err := os.OpenFile(filepath.Join(b.TempDir(), "fsync-probe"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	sf, err := os.OpenFile(filepath.Join(b.TempDir(), "fsync-probe"), os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer sf.Close()
+	// The probe writes as the log does: into a file already written with
+	// zeros (steward.DefaultPreallocate), so that its fdatasync, like the
+	// log's, need not grow the file.
+	if _, err := sf.Write(make([]byte, steward.DefaultPreallocate)); err != nil {
+		b.Fatal(err)
+	}
+	if err := sf.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	var probeAt int64
 	frame := make([]byte, 830) // a receipt's bytes in the log
 	fsync := func() time.Duration {
+		if probeAt+int64(len(frame)) > steward.DefaultPreallocate {
+			probeAt = 0
+		}
 		t0 := time.Now()
-		if _, err := sf.Write(frame); err != nil {
+		if _, err := sf.WriteAt(frame, probeAt); err != nil {
 			b.Fatal(err)
 		}
+		probeAt += int64(len(frame))
 		if err := syscall.Fdatasync(int(sf.Fd())); err != nil {
 			b.Fatal(err)
 		}

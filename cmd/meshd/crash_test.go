@@ -129,12 +129,9 @@ func (c *childDaemon) terminate() {
 	}
 }
 
-// appendTornFrame appends to path the start of a frame whose body never
-// reached the file: a valid header announcing size bytes and the first
-// size/4 of them, what a power cut in the middle of an append leaves
-// (framelog's torn tail). It returns the bytes appended.
-func appendTornFrame(t *testing.T, path string, size int) int64 {
-	t.Helper()
+// tornFrame is the start of a frame of size random bytes whose body never
+// reached the file: a valid header and the first n bytes of the body.
+func tornFrame(size, n int) []byte {
 	body := make([]byte, size)
 	rand.Read(body)
 	tab := crc32.MakeTable(crc32.Castagnoli)
@@ -142,7 +139,15 @@ func appendTornFrame(t *testing.T, path string, size int) int64 {
 	binary.BigEndian.PutUint32(hdr[0:], uint32(len(body)))
 	binary.BigEndian.PutUint32(hdr[4:], crc32.Checksum(body, tab))
 	binary.BigEndian.PutUint32(hdr[8:], crc32.Checksum(hdr[:8], tab))
-	torn := append(hdr[:], body[:size/4]...)
+	return append(hdr[:], body[:n]...)
+}
+
+// appendTornFrame appends to path the start of a frame whose body never
+// reached the file (a quarter of it), what a power cut in the middle of an
+// append leaves (framelog's torn tail). It returns the bytes appended.
+func appendTornFrame(t *testing.T, path string, size int) int64 {
+	t.Helper()
+	torn := tornFrame(size, size/4)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +157,33 @@ func appendTornFrame(t *testing.T, path string, size int) int64 {
 		t.Fatal(err)
 	}
 	return int64(len(torn))
+}
+
+// tearFrameAt writes at offset at of path, where the frames end, the start
+// of a frame whose body reached the disk only up to a sector boundary:
+// what a power cut leaves in a preallocated segment, the zeros after it
+// those the writer kept ahead of its frames. It returns the bytes from at
+// to the end of the file, all of which the restart must cut.
+func tearFrameAt(t *testing.T, path string, at int64) int64 {
+	t.Helper()
+	const size = 1200 // longer than a sector past its header, so a boundary falls inside
+	n := int((at+12+511)/512*512 - (at + 12))
+	if n == 0 {
+		n = 512
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(tornFrame(size, n), at); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size() - at
 }
 
 // ledgerTornTail is the torn tail a ledger's recovery would cut, read
@@ -186,9 +218,9 @@ func ledgerTornTail(t *testing.T, path string) int64 {
 // loses nothing the kernel was given, but it can cut a write short at a
 // page boundary (the kernel copies a write page by page and stops at a
 // fatal signal), so the kill may itself leave a torn frame; the test
-// measures that tail with the offline readers, appends a torn frame to
-// the log and to the ledger, as a power cut would, and the restart must
-// cut and report both tails whole.
+// measures that tail with the offline readers, adds a torn frame to the
+// log (if the kill left none) and to the ledger, as a power cut would, and
+// the restart must cut and report both tails whole.
 func TestKill9UnderLoadThenRestart(t *testing.T) {
 	bin := buildMeshd(t)
 	dir := t.TempDir()
@@ -353,7 +385,13 @@ format = "json"
 	if killed0.TornBytes > 0 && killed0.TornSegment != filepath.Base(segs[len(segs)-1]) {
 		t.Fatalf("the kill tore segment %s, not the last one", killed0.TornSegment)
 	}
-	tornLog := killed0.TornBytes + appendTornFrame(t, segs[len(segs)-1], 400)
+	// The segment being written is preallocated: zeros follow its frames,
+	// and a power cut tears the next frame there. If the kill itself tore
+	// one, that is the tail.
+	tornLog := killed0.TornBytes
+	if tornLog == 0 {
+		tornLog = tearFrameAt(t, segs[len(segs)-1], killed0.Size)
+	}
 	tornLedger := ledgerTornTail(t, filepath.Join(state, "ledger")) + appendTornFrame(t, filepath.Join(state, "ledger"), 48)
 	if killed0.TornBytes > 0 {
 		t.Logf("the kill left a torn write of %d bytes in the log", killed0.TornBytes)

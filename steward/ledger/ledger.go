@@ -325,6 +325,7 @@ func (l *Ledger) load(f *os.File, charges []Charge) (*Recovery, error) {
 		}
 		return nil, err
 	}
+	tail = tail.Cut() // the ledger does not preallocate: zeros are cut as a torn tail is
 	rec.TornBytes = tail.Torn
 	rec.Anchor = l.anchor
 	l.w, err = format.Resume(l.wrap(f), tail, l.opt.NoSync)

@@ -78,8 +78,9 @@ func (fm Format) OpenAppend(ctx context.Context, path string, noSync bool, visit
 	return w, tail, nil
 }
 
-// Resume cuts f at tail.End (writing the magic if the file is empty) and
-// returns a Writer appending there. f is closed on error; an error of the
+// Resume cuts a torn tail off f at tail.End (writing the magic if the file
+// is empty) and returns a Writer appending there; zero padding after
+// tail.End is kept for the writer to overwrite. f is closed on error; an error of the
 // storage under it wraps ErrStorage.
 func (fm Format) Resume(f File, tail Tail, noSync bool) (*Writer, error) {
 	end := tail.End
@@ -114,7 +115,7 @@ func (fm Format) Resume(f File, tail Tail, noSync bool) (*Writer, error) {
 	if _, err := f.Seek(end, io.SeekStart); err != nil {
 		return fail("seek", err)
 	}
-	return NewWriter(f, end, noSync), nil
+	return newWriter(f, end, end+tail.Zero, noSync), nil
 }
 
 // SyncDir fsyncs a directory, making entries created or renamed in it

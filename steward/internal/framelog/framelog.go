@@ -20,13 +20,22 @@
 //
 //   - fewer bytes than a header remain;
 //   - a valid header whose body runs past the end of the file;
-//   - every byte from the frame's start to the end of the file is zero (a
-//     file extended but never written), or from a 512-byte-aligned offset
-//     inside its header (a header cut at a sector boundary);
+//   - the header is zero from a 512-byte-aligned offset inside it (a
+//     header cut at a sector boundary), with nothing but zeros after it;
 //   - a valid header whose body fails its checksum and is zero from a
 //     512-byte-aligned file offset inside it (or throughout), with nothing
 //     but zeros after it to the end of the file (a write whose last sectors
 //     never reached the disk).
+//
+// # Zero padding
+//
+// Every byte from a frame boundary to the end of the file being zero is
+// not a torn write but padding (Tail.Zero): a writer that preallocates
+// (Writer.Preallocate) keeps zeros ahead of its frames, so that an fsync
+// overwrites blocks the file already has instead of growing it, and a file
+// the kernel extended but whose data never reached the disk looks the
+// same. Zeros hold no frame, so nothing is lost either way; a writer
+// overwrites them and cuts what is left when it closes.
 //
 // Anything else that does not check out is corruption: it refuses to open,
 // names the frame's index and byte offset, and leaves the file untouched.
@@ -92,7 +101,15 @@ type Tail struct {
 	End int64
 	// Torn is the number of bytes after End, all of them a torn write.
 	Torn int64
+	// Zero is the number of bytes after End, all of them zero padding
+	// from a frame boundary (see the package doc). At most one of Torn
+	// and Zero is set.
+	Zero int64
 }
+
+// Cut is t with its zero padding counted as torn, for a file that does not
+// preallocate: Resume then cuts the zeros instead of keeping them.
+func (t Tail) Cut() Tail { return Tail{End: t.End, Torn: t.Torn + t.Zero} }
 
 // Visit sees one valid frame. body is freshly allocated and may be kept.
 type Visit func(index uint64, off int64, body []byte) error
@@ -150,6 +167,9 @@ func (f Format) scan(ctx context.Context, br *bufio.Reader, off int64, index uin
 		case err == io.EOF:
 			return Tail{End: off}, nil
 		case err == io.ErrUnexpectedEOF:
+			if allZero(hdr[:n]) {
+				return Tail{End: off, Zero: int64(n)}, nil
+			}
 			return Tail{End: off, Torn: int64(n)}, nil
 		case err != nil:
 			return Tail{}, err
@@ -160,7 +180,10 @@ func (f Format) scan(ctx context.Context, br *bufio.Reader, off int64, index uin
 				if err != nil {
 					return Tail{}, err
 				}
-				if zero {
+				switch {
+				case zero && allZero(hdr[:]):
+					return Tail{End: off, Zero: HeaderSize + rest}, nil
+				case zero:
 					return Tail{End: off, Torn: HeaderSize + rest}, nil
 				}
 			}

@@ -65,6 +65,58 @@ type Writer struct {
 	// below its epoch's cut.
 	epoch uint64
 	cuts  []int64
+	// chunk is the preallocation step (0: none), limit how far it goes;
+	// the file is written (with frames or zeros) up to allocated, never
+	// below written. zeros is the flusher's alone.
+	chunk, limit, allocated int64
+	zeros                   []byte
+}
+
+// Preallocate makes the writer keep the file written with zeros ahead of
+// its frames, in steps of chunk bytes but never past limit (unless a frame
+// itself ends past it), so that a frame's fsync overwrites blocks the file
+// already has: on ext4 and xfs an fsync that does not grow the file needs
+// no journal commit for its size and block map, and takes about half as
+// long. The zeros are padding, not a torn tail (see the package doc), and
+// Trim and Close cut them. Set it before the first write; it is ignored
+// with noSync, where there is no fsync to save.
+func (w *Writer) Preallocate(chunk, limit int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.noSync && chunk > 0 {
+		w.chunk, w.limit = chunk, limit
+	}
+}
+
+// zeroStep bounds one preallocating write.
+const zeroStep = 256 << 10
+
+// extend writes zeros from allocated up to the chunk boundary at or past
+// need (within the limit) and returns the new allocated end. It is best
+// effort: on a full disk the frame's own write (which needs less room)
+// decides, so an error here is not one of the writer's; what was written
+// before it still counts. Called by the flusher, unlocked.
+func (w *Writer) extend(allocated, need int64) int64 {
+	target := min((need+w.chunk-1)/w.chunk*w.chunk, max(w.limit, need))
+	if w.zeros == nil {
+		w.zeros = make([]byte, min(zeroStep, w.chunk))
+	}
+	for allocated < target {
+		n, err := w.f.WriteAt(w.zeros[:min(int64(len(w.zeros)), target-allocated)], allocated)
+		allocated += int64(n)
+		if err != nil {
+			break
+		}
+	}
+	return allocated
+}
+
+// Footprint is the file's size as the writer left it: past the last
+// enqueued frame, or past the padding after it.
+func (w *Writer) Footprint() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return max(w.queued, w.allocated)
 }
 
 // ObserveSyncs makes the writer report how long each fsync took, for a
@@ -78,7 +130,12 @@ func (w *Writer) ObserveSyncs(f func(time.Duration)) {
 // NewWriter appends to f, whose valid content ends at end (the file is
 // positioned and cut there by the caller).
 func NewWriter(f File, end int64, noSync bool) *Writer {
-	w := &Writer{f: f, noSync: noSync, queued: end, written: end, synced: end}
+	return newWriter(f, end, end, noSync)
+}
+
+// newWriter is NewWriter for a file whose zero padding runs to allocated.
+func newWriter(f File, end, allocated int64, noSync bool) *Writer {
+	w := &Writer{f: f, noSync: noSync, queued: end, written: end, synced: end, allocated: max(end, allocated)}
 	w.cond.L = &w.mu
 	return w
 }
@@ -179,13 +236,20 @@ func (w *Writer) flushTo(m Mark, durable bool, wrote *time.Duration) error {
 			continue
 		}
 		w.flushing = true
-		buf, target := w.pending, w.queued
+		buf, target, from, alloc := w.pending, w.queued, w.written, w.allocated
 		w.pending = w.spare[:0]
 		w.mu.Unlock()
 		var err error
 		if len(buf) > 0 {
 			t := time.Now()
+			next := from + int64(len(buf))
+			if w.chunk > 0 && next > alloc {
+				alloc = w.extend(alloc, next)
+			}
 			_, err = w.f.Write(buf)
+			// A short write may have grown the file less; Recover cuts
+			// that back.
+			alloc = max(alloc, next)
 			if wrote != nil {
 				*wrote += time.Since(t)
 			}
@@ -204,6 +268,7 @@ func (w *Writer) flushTo(m Mark, durable bool, wrote *time.Duration) error {
 		}
 		w.mu.Lock()
 		w.flushing = false
+		w.allocated = alloc
 		w.spare = buf[:0]
 		if err != nil {
 			w.err = fmt.Errorf("%w: %w", ErrStorage, err)
@@ -248,6 +313,7 @@ func (w *Writer) Recover() (bool, error) {
 	if err := w.f.Truncate(w.synced); err != nil {
 		return false, fmt.Errorf("%w: cut back to the last durable frame at byte %d: %w", ErrStorage, w.synced, err)
 	}
+	w.allocated = w.synced
 	if !w.noSync {
 		// The cut must be durable before anything follows it: a power cut
 		// would otherwise leave the old bytes past the new frames' end.
@@ -265,6 +331,46 @@ func (w *Writer) Recover() (bool, error) {
 	w.err = nil
 	w.cond.Broadcast()
 	return true, nil
+}
+
+// Trim makes everything enqueued durable and cuts the zero padding after
+// it, durably: a file that is finished (a segment the log rotates away
+// from) ends at its last frame.
+func (w *Writer) Trim() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, true, nil); err != nil {
+		return err
+	}
+	for w.flushing {
+		w.cond.Wait()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.trimLocked(); err != nil {
+		w.err = err
+		w.cond.Broadcast()
+		return err
+	}
+	return nil
+}
+
+// trimLocked cuts the padding after written; mu is held and no flush runs.
+func (w *Writer) trimLocked() error {
+	if w.allocated <= w.written {
+		return nil
+	}
+	if err := w.f.Truncate(w.written); err != nil {
+		return fmt.Errorf("%w: cut the padding at byte %d: %w", ErrStorage, w.written, err)
+	}
+	w.allocated = w.written
+	if !w.noSync {
+		if err := w.f.Sync(); err != nil {
+			return fmt.Errorf("%w: sync the cut at byte %d: %w", ErrStorage, w.written, err)
+		}
+	}
+	return nil
 }
 
 // Synced is the offset below which everything is durable.
@@ -302,6 +408,9 @@ func (w *Writer) Close() error {
 	err := w.flushTo(Mark{End: w.queued, Epoch: w.epoch}, true, nil)
 	for w.flushing {
 		w.cond.Wait()
+	}
+	if err == nil && w.err == nil {
+		err = w.trimLocked()
 	}
 	if w.err == nil {
 		w.err = ErrClosed
