@@ -27,12 +27,14 @@ demo-fleet: build
 # The fleet at size (FLEET.md): 1 000 boards on 1 000 client connections
 # publishing at each step's rate (receipts/s/board:seconds) with a verifier
 # following, then the verifier against bare Ed25519 and serves with the
-# fleet publisher on and off. Minutes long: not part of `make test`.
+# fleet publisher on and off (a seal alone, and the daemon's whole serve
+# over HTTP). Minutes long: not part of `make test`.
 FLEET_SIM ?= 1:20,2:60,3:20,5:15
 .PHONY: bench-fleet
 bench-fleet:
 	MESH_FLEET_SIM=$(FLEET_SIM) $(GO) test -count=1 -v -timeout 30m -run '^TestFleetSimulation$$' ./agent/fleet/
 	$(GO) test -count=1 -run '^$$' -bench 'VerifierVsEd25519|ServeWithPublisher' -benchtime 20x ./agent/fleet/
+	$(GO) test -count=1 -run '^$$' -bench 'FleetCostPerServe' -benchtime 40x ./cmd/meshd/
 
 test: lint openai-deps ollama-deps
 	$(GO) test -count=1 $(PKGS)
