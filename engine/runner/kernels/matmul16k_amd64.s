@@ -232,3 +232,87 @@ k16pack:
 	JNZ       k16pack
 	VZEROUPPER
 	RET
+
+// K5LANE packs lane k of sub-blocks 2j and 2j+1 of Q5_K rows: the low
+// and high nibbles of the quants' dword (as K16LANE), each with its fifth
+// bit from the rows' qh dword of lane k in Z18 (bit 2j, resp. 2j+1, of
+// each byte), moved to bit 4 by LOP/HOP $LN/$HN and masked with Z25.
+#define K5LANE(j, k, LOP, LN, HOP, HN) \
+	K16GATHER(48+32*j+4*k, Z17) \
+	LOP       $(LN), Z18, Z19 \
+	VPANDD    Z25, Z19, Z19 \
+	VPANDD    Z31, Z17, Z20 \
+	VPORD     Z19, Z20, Z20 \
+	VMOVDQU32 Z20, 1280*j+64*k(DI) \
+	HOP       $(HN), Z18, Z19 \
+	VPANDD    Z25, Z19, Z19 \
+	VPSRLD    $4, Z17, Z17 \
+	VPANDD    Z31, Z17, Z17 \
+	VPORD     Z19, Z17, Z17 \
+	VMOVDQU32 Z17, 1280*j+640+64*k(DI)
+
+// K5LANES packs lane k of all eight sub-blocks.
+#define K5LANES(k) \
+	K16GATHER(16+4*k, Z18) \
+	K5LANE(0, k, VPSLLD, 4, VPSLLD, 3) \
+	K5LANE(1, k, VPSLLD, 2, VPSLLD, 1) \
+	K5LANE(2, k, VPSLLD, 0, VPSRLD, 1) \
+	K5LANE(3, k, VPSRLD, 2, VPSRLD, 3)
+
+// func packQ5K16AVX512(w *byte, off *int32, nb int, dst *byte)
+//
+// packQ4K16AVX512 for Q5_K super-blocks (176 bytes: d, dmin, the twelve
+// scale bytes as Q4_K's, qh at 16, the quants at 48): the same packed
+// layout, the lane registers holding 5-bit quants, so that
+// mulQ4Kx16x4AVX512 runs Q5_K rows unchanged (a sub-block's VPDPBUSD
+// sums stay below 32·31·128). Registers as packQ4K16AVX512's, and Z25
+// bytes 0x10.
+TEXT ·packQ5K16AVX512(SB), NOSPLIT, $0-32
+	MOVQ         w+0(FP), SI
+	MOVQ         off+8(FP), R9
+	MOVQ         nb+16(FP), CX
+	MOVQ         dst+24(FP), DI
+	VMOVDQU32    (R9), Z30
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $63, AX
+	VPBROADCASTD AX, Z29
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $0x30, AX
+	VPBROADCASTD AX, Z27
+	MOVL         $0x10001, AX
+	VPBROADCASTD AX, Z26
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z25
+
+k5pack:
+	K5LANES(0)
+	K5LANES(1)
+	K5LANES(2)
+	K5LANES(3)
+	K5LANES(4)
+	K5LANES(5)
+	K5LANES(6)
+	K5LANES(7)
+	K16GATHER(4, Z8)
+	K16GATHER(8, Z9)
+	K16GATHER(12, Z10)
+	K16SCALES(0)
+	K16SCALES(1)
+	K16SCALES(2)
+	K16SCALES(3)
+	K16GATHER(0, Z15)
+	VPMOVDW   Z15, Y16
+	VCVTPH2PS Y16, Z16
+	VMOVUPS   Z16, 5120(DI)
+	VPSRLD    $16, Z15, Z15
+	VPMOVDW   Z15, Y16
+	VCVTPH2PS Y16, Z16
+	VMOVUPS   Z16, 5184(DI)
+	ADDQ      $176, SI
+	ADDQ      $5248, DI
+	DECQ      CX
+	JNZ       k5pack
+	VZEROUPPER
+	RET

@@ -124,11 +124,11 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 	if hasPk4Kernel(m.Type, T, m.Cols) {
 		return packQ32x4(m.Type, m.Cols/32, T, qx)
 	}
+	if hasK16Kernel(m.Type) && T >= k16MinTokens && m.Cols >= qkK {
+		return m.packK16(T, qx)
+	}
 	if hasK8Kernel(m.Type) {
 		return m.packK56(T, qx)
-	}
-	if m.Type == gguf.Q4_K && hasAVX512 && T >= k16MinTokens && m.Cols >= qkK {
-		return m.packK16(T, qx)
 	}
 	if !hasAVX2 || m.Type != gguf.Q4_K || T < 8 {
 		return nil
@@ -313,6 +313,11 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tok
 		}
 		return m.mulQ32x4(r0, r1, out, T, qx, tp)
 	case gguf.Q5_K, gguf.Q6_K:
+		if hasK16Kernel(m.Type) && r1-r0 <= 16 {
+			if k := m.mulK16(r0, r1, out, T, qx, tp); k > 0 {
+				return k
+			}
+		}
 		return m.mulK56(r0, r1, out, T, qx, tp)
 	}
 	return 0
@@ -566,6 +571,18 @@ var k16Tiles = sync.Pool{New: func() any { return new(k16Tile) }}
 //go:noescape
 func packQ4K16AVX512(w *byte, off *int32, nb int, dst *byte)
 
+// packQ5K16AVX512 is packQ4K16AVX512 for Q5_K rows: the same layout,
+// the lane registers holding the 5-bit quants, for mulQ4Kx16x4AVX512.
+//
+//go:noescape
+func packQ5K16AVX512(w *byte, off *int32, nb int, dst *byte)
+
+// hasK16Kernel reports whether typ's matrices run through the
+// sixteen-row kernel (Q4_K and Q5_K, with AVX-512).
+func hasK16Kernel(typ gguf.TensorType) bool {
+	return (typ == gguf.Q4_K || typ == gguf.Q5_K) && hasAVX512
+}
+
 // packK16 computes the pass data of mulQ4Kx16x4AVX512 for T tokens,
 // per group of four (the last repeating its last token): q32Words words
 // a group.
@@ -599,14 +616,18 @@ func (m *Matrix) packK16(T int, qx []*QVec) *tokenPack {
 	return tp
 }
 
-// mulQ4K16 packs rows [r0, r1) (at most sixteen) of a Q4_K matrix once
-// and runs every token against them, four at a time, returning T; 0
-// where tp is not packK16's.
-func (m *Matrix) mulQ4K16(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
+// mulK16 packs rows [r0, r1) (at most sixteen) of a Q4_K or Q5_K matrix
+// once and runs every token against them, four at a time, returning T;
+// 0 where tp is not packK16's.
+func (m *Matrix) mulK16(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	nb := m.Cols / qkK
 	n := r1 - r0
-	if tp == nil || tp.q32Words != nb*k16Words || len(tp.q32) != (T+3)/4*tp.q32Words {
+	if tp == nil || tp.q32Words != nb*k16Words || len(tp.q32) != (T+3)/4*tp.q32Words || !hasK16Kernel(m.Type) {
 		return 0
+	}
+	bsize, pack := 144, packQ4K16AVX512
+	if m.Type == gguf.Q5_K {
+		bsize, pack = 176, packQ5K16AVX512
 	}
 	rb := m.rowBytes
 	_ = out[(T-1)*m.Rows+r1-1]
@@ -614,12 +635,12 @@ func (m *Matrix) mulQ4K16(r0, r1 int, out []float32, T int, qx []*QVec, tp *toke
 	if len(tile.rows) < nb*k16Block {
 		tile.rows = make([]uint32, nb*k16Block)
 	}
-	_ = m.Data[(r1-1)*rb+nb*144-1]
+	_ = m.Data[(r1-1)*rb+nb*bsize-1]
 	var off [16]int32
 	for i := range off {
 		off[i] = int32(min(i, n-1) * rb)
 	}
-	packQ4K16AVX512(&m.Data[r0*rb], &off[0], nb, (*byte)(unsafe.Pointer(&tile.rows[0])))
+	pack(&m.Data[r0*rb], &off[0], nb, (*byte)(unsafe.Pointer(&tile.rows[0])))
 	mask := uint16(1<<n - 1)
 	var a mmK16Args
 	for t := 0; t < T; t += 4 {
@@ -647,7 +668,7 @@ func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenP
 		return 0
 	}
 	if hasAVX512 && n <= 16 {
-		if k := m.mulQ4K16(r0, r1, out, T, qx, tp); k > 0 {
+		if k := m.mulK16(r0, r1, out, T, qx, tp); k > 0 {
 			return k
 		}
 	}
