@@ -16,8 +16,8 @@ var matMulKernels = true
 // Q4_1, Q5_0 and Q5_1 as 16-row tiles against three tokens per pass with
 // AVX-512 VNNI, Q4_K and Q5_K as 16-row tiles against four tokens with
 // it (Q5_K packed into Q4_K's tile layout, its fifth bit merged into the
-// lane bytes), Q4_K one row against eight tokens with AVX2 alone; Q6_K,
-// and Q5_K without VNNI, one row against eight tokens with AVX-512 (GFNI);
+// lane bytes), and one row against eight tokens with AVX2 alone; Q6_K
+// one row against eight tokens with AVX-512 (GFNI) or AVX2 alone;
 // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q4_K two rows × four tokens with
 // AVX2 alone), it takes
 // the tokens of each tile in groups, unpacking each weight block once per
