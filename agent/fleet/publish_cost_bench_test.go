@@ -1,18 +1,13 @@
 package fleet
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
+	"meshd/internal/natschild"
 	"meshd/steward"
 )
 
@@ -43,7 +38,7 @@ func BenchmarkServeWithPublisher(b *testing.B) {
 }
 
 func benchServeWithPublisher(b *testing.B, noSync bool, serves int) {
-	url := startChildServer(b)
+	url := natschild.Start(b)
 	on, off := newNode(b, steward.LogOptions{NoSync: noSync}), newNode(b, steward.LogOptions{NoSync: noSync})
 	pub := NewPublisher(on.log, on.id(), PublisherConfig{
 		ConnOptions: ConnOptions{URL: url},
@@ -129,55 +124,4 @@ func benchServeWithPublisher(b *testing.B, noSync bool, serves int) {
 		b.Name(), float64(cpuOn.Microseconds())/float64(n), float64(cpuOff.Microseconds())/float64(n), float64((cpuOn-cpuOff).Microseconds())/float64(n), median(cpuAdded), cr)
 	b.ReportMetric(r, "on-off-ratio")
 	b.ReportMetric(cr, "cpu-on-off-ratio")
-}
-
-// childServerEnv makes the test binary a JetStream server with file
-// storage in the directory it names; it prints its client URL and serves
-// until its standard input closes.
-const childServerEnv = "FLEET_TEST_CHILD_SERVER"
-
-func childServer() int {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: os.Getenv(childServerEnv), NoLog: true, NoSigs: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child server:", err)
-		return 1
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		fmt.Fprintln(os.Stderr, "child server: not ready within 10s")
-		return 1
-	}
-	fmt.Println(srv.ClientURL())
-	io.Copy(io.Discard, os.Stdin)
-	srv.Shutdown()
-	return 0
-}
-
-// startChildServer runs childServer and returns its URL; the server stops
-// when the benchmark ends (its standard input is closed).
-func startChildServer(b *testing.B) string {
-	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childServerEnv+"="+b.TempDir())
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.Fatalf("child server: %v", err)
-	}
-	return strings.TrimSpace(line)
 }

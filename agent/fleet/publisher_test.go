@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"meshd/internal/natschild"
 	"meshd/steward"
 )
 
@@ -32,8 +33,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childPublisher())
 	}
-	if os.Getenv(childServerEnv) != "" {
-		os.Exit(childServer())
+	if code, ok := natschild.Serve(); ok {
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

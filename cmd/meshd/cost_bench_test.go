@@ -86,18 +86,7 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 	const maxTokens = 4
 
 	post := func(c *http.Client, url string, body []byte, want string) time.Duration {
-		t0 := time.Now()
-		resp, err := c.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		data, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		el := time.Since(t0)
-		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(data, []byte(want)) {
-			b.Fatalf("%s: %v %d %s", url, err, resp.StatusCode, data)
-		}
-		return el
+		return timedPost(b, c, url, body, want)
 	}
 	// viaDaemon returns the serve's time at the client, the time from the
 	// agent's end of it to the reply's arrival, and its phases.
@@ -240,6 +229,24 @@ func BenchmarkDaemonCostPerServe(b *testing.B) {
 	if b.N > 1 {
 		fmt.Print(sb.String())
 	}
+}
+
+// timedPost posts body as JSON to url on c and returns how long the whole
+// answer took, failing b unless it is a 200 that contains want.
+func timedPost(b *testing.B, c *http.Client, url string, body []byte, want string) time.Duration {
+	b.Helper()
+	t0 := time.Now()
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	el := time.Since(t0)
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(data, []byte(want)) {
+		b.Fatalf("%s: %v %d %s", url, err, resp.StatusCode, data)
+	}
+	return el
 }
 
 // costRows name the breakdown's rows, in the order they are measured.

@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"meshd/internal/natschild"
 )
 
 // BenchmarkFleetCostPerServe is what the fleet publisher adds to a serve's
@@ -38,7 +34,7 @@ import (
 // benchmark's HTTP client too, so the ratio understates the share a
 // little) and the wall on/off ratio.
 func BenchmarkFleetCostPerServe(b *testing.B) {
-	url := startChildNATS(b)
+	url := natschild.Start(b)
 	on, onChild, _ := ggufDaemon(b, fmt.Sprintf("\n[fleet]\nurl = %q\n", url))
 	off, offChild, _ := ggufDaemon(b, "")
 	pub := on.node.Publisher()
@@ -48,20 +44,7 @@ func BenchmarkFleetCostPerServe(b *testing.B) {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
 	defer hc.CloseIdleConnections()
 	const maxTokens = 4
-	post := func(url string, body []byte, want string) time.Duration {
-		t0 := time.Now()
-		resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		data, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		el := time.Since(t0)
-		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(data, []byte(want)) {
-			b.Fatalf("%s: %v %d %s", url, err, resp.StatusCode, data)
-		}
-		return el
-	}
+	post := func(url string, body []byte, want string) time.Duration { return timedPost(b, hc, url, body, want) }
 	serial := 0
 	serve := func(d *daemon) time.Duration {
 		serial++
@@ -176,33 +159,4 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// startChildNATS runs the test binary as a JetStream server (TestMain,
-// childNATSEnv) and returns its URL; it stops when the benchmark ends.
-func startChildNATS(b *testing.B) string {
-	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childNATSEnv+"="+b.TempDir())
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.Fatalf("child nats server: %v", err)
-	}
-	return strings.TrimSpace(line)
 }
