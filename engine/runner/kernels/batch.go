@@ -14,9 +14,10 @@ var matMulKernels = true
 //
 // Where a multi-token kernel exists for m's type (amd64: Q8_0, Q4_0,
 // Q4_1, Q5_0 and Q5_1 as 16-row tiles against three tokens per pass with
-// AVX-512 VNNI, Q4_K as 16-row tiles against four tokens with it and one
-// row against eight tokens with AVX2 alone; Q5_K and Q6_K one row
-// against eight tokens with AVX-512 (GFNI);
+// AVX-512 VNNI, Q4_K, Q5_K and Q6_K as 16-row tiles against four tokens
+// with it (Q5_K packed into Q4_K's tile layout, its fifth bit merged into
+// the lane bytes; Q6_K with two scales a sub-block and its −32 as the min
+// term), and one row against eight tokens with AVX2 alone;
 // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q4_K two rows × four tokens with
 // AVX2 alone), it takes
 // the tokens of each tile in groups, unpacking each weight block once per

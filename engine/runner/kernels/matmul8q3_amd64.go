@@ -76,7 +76,7 @@ func hasPk4Kernel(typ gguf.TensorType, T, cols int) bool {
 // float(S) (the conversion VCVTSI2SSL makes in the row kernels); for
 // Q5_0 also each token's lane offsets −16·Σa (q32OffsAVX2).
 func packQ32x4(typ gguf.TensorType, nb, T int, qx []*QVec) *tokenPack {
-	tp := tokenPacks.Get().(*tokenPack)
+	tp := getTokenPack()
 	groups := (T + 3) / 4
 	n := groups * nb * pk4Words
 	if cap(tp.ds) < n {

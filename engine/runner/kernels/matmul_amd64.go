@@ -112,6 +112,18 @@ type tokenPack struct {
 
 var tokenPacks = sync.Pool{New: func() any { return new(tokenPack) }}
 
+// getTokenPack returns a pooled tokenPack with every part empty. The
+// kernels tell one pack from another by which parts have room (mulK16
+// takes a pack whose q32 fits it, the eight-token K-quant kernels one
+// whose k8 does), so a part a packer does not fill must not keep what an
+// earlier product left: a Q5_K pack of five tokens that kept a sixteen-row
+// pack's q32 ran the sixteen-row kernel on another product's bsums.
+func getTokenPack() *tokenPack {
+	tp := tokenPacks.Get().(*tokenPack)
+	tp.k8, tp.q32, tp.q32Words, tp.ds = tp.k8[:0], tp.q32[:0], 0, tp.ds[:0]
+	return tp
+}
+
 // packTokens prepares the tokenPack of a product of m with T tokens, or
 // returns nil when m's multi-token kernels need none.
 func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
@@ -124,18 +136,18 @@ func (m *Matrix) packTokens(T int, qx []*QVec) *tokenPack {
 	if hasPk4Kernel(m.Type, T, m.Cols) {
 		return packQ32x4(m.Type, m.Cols/32, T, qx)
 	}
+	if hasK16Kernel(m.Type) && T >= k16MinTokens && m.Cols >= qkK {
+		return m.packK16(T, qx)
+	}
 	if hasK8Kernel(m.Type) {
 		return m.packK56(T, qx)
-	}
-	if m.Type == gguf.Q4_K && hasAVX512 && T >= k16MinTokens && m.Cols >= qkK {
-		return m.packK16(T, qx)
 	}
 	if !hasAVX2 || m.Type != gguf.Q4_K || T < 8 {
 		return nil
 	}
 	nb := m.Cols / qkK
 	groups := T / 8
-	tp := tokenPacks.Get().(*tokenPack)
+	tp := getTokenPack()
 	if cap(tp.k8) < groups*nb*k8Words {
 		tp.k8 = make([]int16, groups*nb*k8Words)
 	}
@@ -199,7 +211,7 @@ func (m *Matrix) packK56(T int, qx []*QVec) *tokenPack {
 	if m.Type == gguf.Q6_K {
 		words = k6Words
 	}
-	tp := tokenPacks.Get().(*tokenPack)
+	tp := getTokenPack()
 	if cap(tp.k8) < groups*nb*words {
 		tp.k8 = make([]int16, groups*nb*words)
 	}
@@ -237,7 +249,7 @@ func (m *Matrix) packK56(T int, qx []*QVec) *tokenPack {
 // words per block) for Q4_0, Q5_0 and Q8_0, float(S) (one per block) for
 // Q4_1 and Q5_1 (mul 0).
 func packQ32(mul, nb, T int, qx []*QVec) *tokenPack {
-	tp := tokenPacks.Get().(*tokenPack)
+	tp := getTokenPack()
 	w := nb
 	if mul != 0 {
 		w = 8 * nb
@@ -313,6 +325,11 @@ func (m *Matrix) mulTokens(r0, r1 int, out []float32, T int, qx []*QVec, tp *tok
 		}
 		return m.mulQ32x4(r0, r1, out, T, qx, tp)
 	case gguf.Q5_K, gguf.Q6_K:
+		if hasK16Kernel(m.Type) && r1-r0 <= 16 {
+			if k := m.mulK16(r0, r1, out, T, qx, tp); k > 0 {
+				return k
+			}
+		}
 		return m.mulK56(r0, r1, out, T, qx, tp)
 	}
 	return 0
@@ -566,20 +583,48 @@ var k16Tiles = sync.Pool{New: func() any { return new(k16Tile) }}
 //go:noescape
 func packQ4K16AVX512(w *byte, off *int32, nb int, dst *byte)
 
+// packQ5K16AVX512 is packQ4K16AVX512 for Q5_K rows: the same layout,
+// the lane registers holding the 5-bit quants, for mulQ4Kx16x4AVX512.
+//
+//go:noescape
+func packQ5K16AVX512(w *byte, off *int32, nb int, dst *byte)
+
+// mulQ6Kx16x4AVX512 is mulQ4Kx16x4AVX512 for Q6_K rows packed by
+// packQ6K16AVX512 (k6Block words a super-block).
+//
+//go:noescape
+func mulQ6Kx16x4AVX512(wt *byte, nb int, a *mmK16Args, mask uint16)
+
+// packQ6K16AVX512 packs nb Q6_K super-blocks of the sixteen rows at w +
+// off[i] into dst (nb·k6Block words) for mulQ6Kx16x4AVX512: per
+// sub-block the lane registers (6-bit quants), the two scales as int32
+// and the pair (32·scale₀, 32·scale₁) as int16; then d as float32.
+//
+//go:noescape
+func packQ6K16AVX512(w *byte, off *int32, nb int, dst *byte)
+
+// k6Block is the packed size of a Q6_K super-block of sixteen rows, in
+// 32-bit words: per sub-block eight lane registers, two scales and the
+// mins (176 words), then d.
+const k6Block = 8*176 + 16
+
+// hasK16Kernel reports whether typ's matrices run through the
+// sixteen-row kernels (Q4_K, Q5_K and Q6_K, with AVX-512).
+func hasK16Kernel(typ gguf.TensorType) bool {
+	return (typ == gguf.Q4_K || typ == gguf.Q5_K || typ == gguf.Q6_K) && hasAVX512
+}
+
 // packK16 computes the pass data of mulQ4Kx16x4AVX512 for T tokens,
 // per group of four (the last repeating its last token): q32Words words
 // a group.
 func (m *Matrix) packK16(T int, qx []*QVec) *tokenPack {
 	nb := m.Cols / qkK
-	tp := tokenPacks.Get().(*tokenPack)
+	tp := getTokenPack()
 	w := nb * k16Words
 	groups := (T + 3) / 4
 	if cap(tp.q32) < groups*w {
 		tp.q32 = make([]int32, groups*w)
 	}
-	// No eight-token groups: mulQ4K's fallback must not read a pack
-	// left by an earlier product.
-	tp.k8 = tp.k8[:0]
 	tp.q32, tp.q32Words = tp.q32[:groups*w], w
 	for g := range groups {
 		for i := range 4 {
@@ -599,27 +644,34 @@ func (m *Matrix) packK16(T int, qx []*QVec) *tokenPack {
 	return tp
 }
 
-// mulQ4K16 packs rows [r0, r1) (at most sixteen) of a Q4_K matrix once
-// and runs every token against them, four at a time, returning T; 0
-// where tp is not packK16's.
-func (m *Matrix) mulQ4K16(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
+// mulK16 packs rows [r0, r1) (at most sixteen) of a Q4_K, Q5_K or Q6_K
+// matrix once and runs every token against them, four at a time, returning T;
+// 0 where tp is not packK16's.
+func (m *Matrix) mulK16(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenPack) int {
 	nb := m.Cols / qkK
 	n := r1 - r0
-	if tp == nil || tp.q32Words != nb*k16Words || len(tp.q32) != (T+3)/4*tp.q32Words {
+	if tp == nil || tp.q32Words != nb*k16Words || len(tp.q32) != (T+3)/4*tp.q32Words || !hasK16Kernel(m.Type) {
 		return 0
+	}
+	bsize, words, pack, kernel := 144, k16Block, packQ4K16AVX512, mulQ4Kx16x4AVX512
+	switch m.Type {
+	case gguf.Q5_K:
+		bsize, pack = 176, packQ5K16AVX512
+	case gguf.Q6_K:
+		bsize, words, pack, kernel = 210, k6Block, packQ6K16AVX512, mulQ6Kx16x4AVX512
 	}
 	rb := m.rowBytes
 	_ = out[(T-1)*m.Rows+r1-1]
 	tile := k16Tiles.Get().(*k16Tile)
-	if len(tile.rows) < nb*k16Block {
-		tile.rows = make([]uint32, nb*k16Block)
+	if len(tile.rows) < nb*words {
+		tile.rows = make([]uint32, nb*words)
 	}
-	_ = m.Data[(r1-1)*rb+nb*144-1]
+	_ = m.Data[(r1-1)*rb+nb*bsize-1]
 	var off [16]int32
 	for i := range off {
 		off[i] = int32(min(i, n-1) * rb)
 	}
-	packQ4K16AVX512(&m.Data[r0*rb], &off[0], nb, (*byte)(unsafe.Pointer(&tile.rows[0])))
+	pack(&m.Data[r0*rb], &off[0], nb, (*byte)(unsafe.Pointer(&tile.rows[0])))
 	mask := uint16(1<<n - 1)
 	var a mmK16Args
 	for t := 0; t < T; t += 4 {
@@ -630,7 +682,7 @@ func (m *Matrix) mulQ4K16(r0, r1 int, out []float32, T int, qx []*QVec, tp *toke
 			a.q[i], a.out[i] = &v.QK[0], &out[tk*m.Rows+r0]
 		}
 		a.pd = &tp.q32[t/4*tp.q32Words]
-		mulQ4Kx16x4AVX512((*byte)(unsafe.Pointer(&tile.rows[0])), nb, &a, mask)
+		kernel((*byte)(unsafe.Pointer(&tile.rows[0])), nb, &a, mask)
 	}
 	k16Tiles.Put(tile)
 	return T
@@ -647,7 +699,7 @@ func (m *Matrix) mulQ4K(r0, r1 int, out []float32, T int, qx []*QVec, tp *tokenP
 		return 0
 	}
 	if hasAVX512 && n <= 16 {
-		if k := m.mulQ4K16(r0, r1, out, T, qx, tp); k > 0 {
+		if k := m.mulK16(r0, r1, out, T, qx, tp); k > 0 {
 			return k
 		}
 	}
