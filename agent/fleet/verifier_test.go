@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -378,5 +379,44 @@ func TestVerifierStateRefusesDamage(t *testing.T) {
 				t.Errorf("damaged state accepted or error unnamed: %v", err)
 			}
 		})
+	}
+}
+
+// TestPartitionsStayEven: the stewards are dealt evenly into the
+// partitions whatever their ids, and a steward keeps its partition, so
+// that a few dozen boards still load every core alike (a hash of the id
+// left 29 and 35 of 64 to two partitions) and a steward's messages are
+// judged in one place, in feed order.
+func TestPartitionsStayEven(t *testing.T) {
+	ids := make([]string, 64)
+	for i := range ids {
+		ids[i] = newKey(t).ID()
+	}
+	for _, workers := range []int{2, 3, 4, 7} {
+		v := NewVerifier(VerifierConfig{Workers: workers})
+		owner := map[string]int{}
+		counts := make([]int, workers)
+		for _, id := range ids {
+			k := v.partIndex(id)
+			owner[id] = k
+			counts[k]++
+		}
+		if lo, hi := slices.Min(counts), slices.Max(counts); hi-lo > 1 {
+			t.Errorf("%d workers: stewards per partition %v, want within one of each other", workers, counts)
+		}
+		// Asked again, in another order and from several goroutines,
+		// each steward names the partition it was given first.
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range ids {
+					id := ids[(i*7+g)%len(ids)]
+					if k := v.partIndex(id); k != owner[id] {
+						t.Errorf("%d workers: steward %s moved from partition %d to %d", workers, id[:8], owner[id], k)
+					}
+				}
+			})
+		}
+		wg.Wait()
 	}
 }
