@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestStreamSum: the probe's sum equals a plain word sum for lengths
+// TestStreamSum: every probe's sum equals a plain word sum for lengths
 // around its 256-byte passes, a tail that is not a whole word ignored.
 func TestStreamSum(t *testing.T) {
 	r := rand.New(rand.NewPCG(91, 92))
@@ -21,6 +21,11 @@ func TestStreamSum(t *testing.T) {
 		}
 		if got := StreamSum(b[:n]); got != want {
 			t.Fatalf("%d bytes: StreamSum %#x, want %#x", n, got, want)
+		}
+		for _, p := range StreamProbes() {
+			if got := p.Sum(b[:n]); got != want {
+				t.Fatalf("%d bytes: probe %s: %#x, want %#x", n, p.Name, got, want)
+			}
 		}
 	}
 }

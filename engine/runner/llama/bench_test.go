@@ -208,22 +208,23 @@ func benchModel(b *testing.B, typ gguf.TensorType, q8 func() *gguf.File) (*Model
 type weightStream struct {
 	pieces [][]byte
 	bytes  int64
-	mode   int // readSum, readCopy or readStream
+	mode   int // readSum, readCopy, or readStream + k for probes[k]
+	probes []kernels.StreamProbe
 	sums   []uint64
 }
 
 // The ways a weightStream reads: summing words in Go, memmove into a
-// cache-resident buffer, and kernels.StreamSum (a sum with the row
-// kernels' far prefetch, which the first two can fall short of).
+// cache-resident buffer, and each of kernels.StreamProbes (sums that
+// prefetch far ahead, near or not at all: the first two can fall short
+// of them, and which of them is fastest depends on the machine).
 const (
 	readSum = iota
 	readCopy
 	readStream
-	readModes
 )
 
 func newWeightStream(m *Model) *weightStream {
-	ws := &weightStream{}
+	ws := &weightStream{probes: kernels.StreamProbes()}
 	for _, mt := range m.matrices() {
 		d := mt.Data
 		for off := 0; off < len(d); off += 64 << 10 {
@@ -235,16 +236,19 @@ func newWeightStream(m *Model) *weightStream {
 	return ws
 }
 
+// modes is how many ways ws reads.
+func (ws *weightStream) modes() int { return readStream + len(ws.probes) }
+
 // Range reads pieces [lo, hi).
 func (ws *weightStream) Range(lo, hi int) {
 	var sink [64 << 10]byte
 	for i := lo; i < hi; i++ {
-		switch ws.mode {
-		case readCopy:
+		switch {
+		case ws.mode == readCopy:
 			copy(sink[:], ws.pieces[i])
 			ws.sums[i] = uint64(sink[i&1023])
-		case readStream:
-			ws.sums[i] = kernels.StreamSum(ws.pieces[i])
+		case ws.mode >= readStream:
+			ws.sums[i] = ws.probes[ws.mode-readStream].Sum(ws.pieces[i])
 		default:
 			ws.sums[i] = sumBytes(ws.pieces[i])
 		}
@@ -309,7 +313,7 @@ func promptFLOPs(m *Model, n int) float64 {
 //
 // The bound is the rate at which the same pool reads the same weights
 // with no arithmetic (weightStream: the fastest of summing them, copying
-// them into a cache-resident buffer and kernels.StreamSum), measured in
+// them into a cache-resident buffer and each of kernels.StreamProbes), measured in
 // passes interleaved with the decode steps, one before each, so that
 // both see the same share of a machine other work also runs on, and both
 // are averaged the same way (total bytes over total time of the rep):
@@ -364,11 +368,12 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 						b.Fatal(err)
 					}
 					var decSecs float64
-					var modeSecs [readModes]float64
-					var modePasses [readModes]int
+					modes := ws.modes()
+					modeSecs := make([]float64, modes)
+					modePasses := make([]int, modes)
 					for i := range decodeN {
-						modeSecs[i%readModes] += ws.pass(pool, i%readModes)
-						modePasses[i%readModes]++
+						modeSecs[i%modes] += ws.pass(pool, i%modes)
+						modePasses[i%modes]++
 						t := time.Now()
 						if logits, err = st.Eval(Argmax(logits)); err != nil {
 							b.Fatal(err)
@@ -377,7 +382,7 @@ func BenchmarkPromptVsDecode(b *testing.B) {
 					}
 					d := decodeN / decSecs
 					var w float64 // the fastest way of reading them
-					for k := range readModes {
+					for k := range modes {
 						w = max(w, float64(ws.bytes)*float64(modePasses[k])/modeSecs[k])
 					}
 					dec, bw = append(dec, d), append(bw, w)
