@@ -11,6 +11,16 @@
 #   --mainline-bin B   use this llama-server instead of building SRC
 #   --ik-bin B         likewise for ik_llama.cpp ("none" for either: leave
 #                      that server out; its ratios print as -)
+#   --mainline-cmake "ARGS", --ik-cmake "ARGS"
+#                      cmake options added to that build's, e.g. to turn a
+#                      path off: mainline built with GGML_NATIVE=ON on a
+#                      Xeon with AMX segfaulted loading a Q8_0 model, so
+#                      there it was built with --mainline-cmake
+#                      "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON
+#                      -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+#                      -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON
+#                      -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
+#                      -DGGML_AVX_VNNI=ON" (every path but AMX)
 #   --avx2             build both with AVX2 only (-DGGML_NATIVE=OFF
 #                      -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 #                      -DGGML_AVX512=OFF) and force mesh-gguf down with
@@ -40,7 +50,7 @@
 # medians. It is not run by make test.
 set -euo pipefail
 
-mainline_src= ik_src= mainline_bin= ik_bin= avx2=0
+mainline_src= ik_src= mainline_bin= ik_bin= avx2=0 mainline_cmake= ik_cmake=
 types="f32 f16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q4_k_m"
 threads="1 2" rounds=5 work=/tmp/compare-llama jobs=2 shape=8,2048,32,4,5632,32000
 while [ $# -gt 0 ]; do
@@ -49,6 +59,8 @@ while [ $# -gt 0 ]; do
 	--ik) ik_src=$2; shift 2 ;;
 	--mainline-bin) mainline_bin=$2; shift 2 ;;
 	--ik-bin) ik_bin=$2; shift 2 ;;
+	--mainline-cmake) mainline_cmake=$2; shift 2 ;;
+	--ik-cmake) ik_cmake=$2; shift 2 ;;
 	--avx2) avx2=1; shift ;;
 	--types) types=$2; shift 2 ;;
 	--threads) threads=$2; shift 2 ;;
@@ -82,20 +94,26 @@ IFS=, read -r s_layers s_dim s_heads s_kv s_ff s_vocab <<<"$shape"
 models="$work/models/${shape//,/-}"
 mkdir -p "$models" "$work/logs" "$work/bin"
 
-# build NAME SRC: llama-server from SRC, once per variant.
+# build NAME SRC EXTRA: llama-server from SRC, once per variant and set
+# of extra cmake options (EXTRA, split on blanks).
 build() {
-	local name=$1 src=$2 dir="$work/build-$1-$variant"
+	local name=$1 src=$2 extra=$3 dir="$work/build-$1-$variant"
+	local -a more=()
+	if [ -n "$extra" ]; then
+		read -r -a more <<<"$extra"
+		dir="$dir-$(printf '%s' "$extra" | cksum | cut -d' ' -f1)"
+	fi
 	if [ ! -x "$dir/bin/llama-server" ]; then
 		[ -f "$src/CMakeLists.txt" ] || { echo "compare-llama: $src is not a llama.cpp source tree" >&2; exit 1; }
-		echo "building $name llama-server ($variant) in $dir" >&2
+		echo "building $name llama-server ($variant${extra:+, $extra}) in $dir" >&2
 		cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
-			"${cmake_isa[@]}" >"$dir.config.log" 2>&1 || { tail -20 "$dir.config.log" >&2; exit 1; }
+			"${cmake_isa[@]}" ${more[@]+"${more[@]}"} >"$dir.config.log" 2>&1 || { tail -20 "$dir.config.log" >&2; exit 1; }
 		cmake --build "$dir" --target llama-server -j "$jobs" >"$dir.build.log" 2>&1 || { tail -20 "$dir.build.log" >&2; exit 1; }
 	fi
 	echo "$dir/bin/llama-server"
 }
-[ -n "$mainline_bin" ] || mainline_bin=$(build mainline "$mainline_src")
-[ -n "$ik_bin" ] || ik_bin=$(build ik "$ik_src")
+[ -n "$mainline_bin" ] || mainline_bin=$(build mainline "$mainline_src" "$mainline_cmake")
+[ -n "$ik_bin" ] || ik_bin=$(build ik "$ik_src" "$ik_cmake")
 [ "$mainline_bin" != none ] || [ "$ik_bin" != none ] || { echo "compare-llama: nothing to compare with" >&2; exit 2; }
 # Absolute, as the servers start from the work directory.
 abs() { if [ "$1" = none ]; then echo none; else echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; fi; }
