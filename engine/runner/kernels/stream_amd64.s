@@ -2,6 +2,18 @@
 
 #include "textflag.h"
 
+// ADD256 adds the 256 bytes at SI into the sums Y0-Y3 and moves past them.
+#define ADD256 \
+	VPADDQ (SI), Y0, Y0 \
+	VPADDQ 32(SI), Y1, Y1 \
+	VPADDQ 64(SI), Y2, Y2 \
+	VPADDQ 96(SI), Y3, Y3 \
+	VPADDQ 128(SI), Y0, Y0 \
+	VPADDQ 160(SI), Y1, Y1 \
+	VPADDQ 192(SI), Y2, Y2 \
+	VPADDQ 224(SI), Y3, Y3 \
+	ADDQ   $256, SI
+
 // func streamSumAVX2(p *byte, n, near, far int) uint64
 // 256 bytes per pass into four sums of four words, prefetching near
 // bytes ahead into L1 and far bytes ahead into L2, or nothing where near
@@ -28,29 +40,13 @@ loop:
 	PREFETCHT1 64(SI)(R9*1)
 	PREFETCHT1 128(SI)(R9*1)
 	PREFETCHT1 192(SI)(R9*1)
-	VPADDQ     (SI), Y0, Y0
-	VPADDQ     32(SI), Y1, Y1
-	VPADDQ     64(SI), Y2, Y2
-	VPADDQ     96(SI), Y3, Y3
-	VPADDQ     128(SI), Y0, Y0
-	VPADDQ     160(SI), Y1, Y1
-	VPADDQ     192(SI), Y2, Y2
-	VPADDQ     224(SI), Y3, Y3
-	ADDQ       $256, SI
+	ADD256
 	DECQ       CX
 	JNZ        loop
 	JMP        fold
 
 plain:
-	VPADDQ (SI), Y0, Y0
-	VPADDQ 32(SI), Y1, Y1
-	VPADDQ 64(SI), Y2, Y2
-	VPADDQ 96(SI), Y3, Y3
-	VPADDQ 128(SI), Y0, Y0
-	VPADDQ 160(SI), Y1, Y1
-	VPADDQ 192(SI), Y2, Y2
-	VPADDQ 224(SI), Y3, Y3
-	ADDQ   $256, SI
+	ADD256
 	DECQ   CX
 	JNZ    plain
 
