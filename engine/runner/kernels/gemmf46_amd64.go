@@ -10,7 +10,7 @@ import (
 )
 
 //go:noescape
-func gemmx4x6AVX512(w *float32, ws int, x *float32, xs int, nb int, acc *float32, fl int, out *float32)
+func gemmx4x6AVX512(w *float32, ws int, x *float32, xs int, nb int, acc *float32, fl int, acc0 *float32, out *float32)
 
 //go:noescape
 func splitF16F32AVX512(d0, d1 *float32, src *byte, n int)
@@ -34,40 +34,48 @@ func split(typ gguf.TensorType, d0, d1 *float32, src *byte, n int) {
 }
 
 // mulFloat46 is mulFloat at gemmAVX512 and above: the tokens laid out
-// in halves once, then each worker's tiles of gemmTile rows, converted
+// in halves once, then each worker's tiles of gemm46Tile rows, converted
 // (or copied) to float32 halves, run six tokens × four rows at a time
-// by gemmx4x6AVX512's two passes. The sums are those of the four-row ×
+// by gemmx4x6AVX512 over each half's blocks, a pair's sums resumed from
+// memory between blocks. The sums are those of the four-row ×
 // three-token kernel, so MatVec's (dotF16RowsAVX2, dotBF16RowsAVX2,
-// dotF32MatRows) bit for bit.
+// dotF32MatRows) bit for bit: every lane adds the same products in the
+// same order, whatever the blocks.
 func (m *Matrix) mulFloat46(p *Pool, out, x []float32, T int) {
 	cols, rows := m.Cols, m.Rows
 	half := cols / 2
+	steps := cols / 32
+	nblk := (steps + gemm46KC - 1) / gemm46KC
+	kc := (steps + nblk - 1) / nblk
+	tile := gemm46Tile
 	xs := cols + gemmPad
-	tp := (T + 5) / 6 * 6
+	ntg := (T + 5) / 6
 	tb := gemmBufs.Get().(*gemmBuf)
-	if len(tb.tile) < tp*xs {
-		tb.tile = make([]float32, tp*xs)
+	defer gemmBufs.Put(tb)
+	if len(tb.tile) < 6*ntg*xs {
+		tb.tile = make([]float32, 6*ntg*xs)
 	}
-	xp := tb.tile[:tp*xs]
+	xp := tb.tile[:6*ntg*xs]
 	for t := range T {
 		splitF32AVX512(&xp[t*xs], &xp[t*xs+half], (*byte)(unsafe.Pointer(&x[t*cols])), cols)
 	}
 	// The repeats' sums are never stored; zeros keep them finite.
 	clear(xp[T*xs:])
-	p.For(rows, gemmTile, func(lo, hi int) {
+	p.For(rows, tile, func(lo, hi int) {
 		buf := gemmBufs.Get().(*gemmBuf)
 		defer gemmBufs.Put(buf)
-		if len(buf.tile) < gemmTile*xs {
-			buf.tile = make([]float32, gemmTile*xs)
+		if len(buf.tile) < tile*xs {
+			buf.tile = make([]float32, tile*xs)
 		}
-		if need := (gemmTile+3)/4*gemmAccWords + 16; len(buf.acc) < need {
+		ng := (tile + 3) / 4
+		if need := 2*ng*gemmAccWords + 16; len(buf.acc) < need {
 			buf.acc = make([]float32, need)
 		}
 		acc := buf.acc[int(-uintptr(unsafe.Pointer(&buf.acc[0]))&63)/4:]
 		t := buf.tile
 		var o [24]float32
-		for r0 := lo; r0 < hi; r0 += gemmTile {
-			n := min(r0+gemmTile, hi) - r0
+		for r0 := lo; r0 < hi; r0 += tile {
+			n := min(r0+tile, hi) - r0
 			for i := range n {
 				split(m.Type, &t[i*xs], &t[i*xs+half], &m.Data[(r0+i)*m.rowBytes], cols)
 			}
@@ -76,36 +84,49 @@ func (m *Matrix) mulFloat46(p *Pool, out, x []float32, T int) {
 			var next uintptr
 			nextLines, pfLines := 0, 0
 			if r1 := r0 + n; r1 < rows {
-				nb := (min(r1+gemmTile, rows) - r1) * m.rowBytes
+				nb := (min(r1+tile, rows) - r1) * m.rowBytes
 				next = uintptr(unsafe.Pointer(&m.Data[r1*m.rowBytes]))
 				nextLines = (nb + 63) / 64
-				pfLines = (nextLines + tp/6 - 1) / (tp / 6)
+				pfLines = (nextLines + ntg - 1) / ntg
 			}
-			for tg := 0; tg < T; tg += 6 {
+			for tg := range ntg {
 				if nextLines > 0 {
 					k := min(pfLines, nextLines)
 					prefetchL2(next, k)
 					next += uintptr(64 * k)
 					nextLines -= k
 				}
-				// Every row group's first pass, then every one's second,
-				// each group's sums waiting at acc of its own: the six
-				// tokens' half (24 KiB at 2048 columns) then stays in L1
-				// for the tile's four groups while their rows stream past,
-				// where a group's two passes back to back left each half
-				// to evict the other. On one Xeon core (128 tokens, wall
-				// clock, best of 5) F16 and F32 2048×2048 ran 140-142 →
-				// 155-157 and 131 → 142-145 GFLOP/s, 5632×2048 137-143 →
-				// 155-157 and 133 → 146, 2048×5632 (whose halves no
-				// longer fit) 105-106 → 108 and 99-100 → 102.
-				for i := 0; i < n; i += 4 {
-					gemmx4x6AVX512(&t[i*xs], 4*xs, &xp[tg*xs], 4*xs, cols/32, &acc[i/4*gemmAccWords], 0, nil)
-				}
-				for i := 0; i < n; i += 4 {
-					gemmx4x6AVX512(&t[i*xs+half], 4*xs, &xp[tg*xs+half], 4*xs, cols/32, &acc[i/4*gemmAccWords], 1, &o[0])
-					for r := range min(4, n-i) {
-						for j := range min(6, T-tg) {
-							out[(tg+j)*rows+r0+i+r] = o[6*r+j]
+				// Each block runs every row group of the tile, so the
+				// tokens' block stays in L1 while their rows stream
+				// past; a group's sums wait at an acc of their own per
+				// half, the first half's until the second's last block
+				// folds them into out.
+				x := xp[tg*6*xs:]
+				for h := range 2 {
+					for c0 := 0; c0 < steps; c0 += kc {
+						nb := min(kc, steps-c0)
+						fl := 0
+						if c0 > 0 {
+							fl = 1
+						}
+						fold := h == 1 && c0+nb == steps
+						if fold {
+							fl |= 2
+						}
+						off := h*half + c0*16
+						for i := 0; i < n; i += 4 {
+							g := i / 4
+							a := &acc[(h*ng+g)*gemmAccWords]
+							if !fold {
+								gemmx4x6AVX512(&t[i*xs+off], 4*xs, &x[off], 4*xs, nb, a, fl, nil, nil)
+								continue
+							}
+							gemmx4x6AVX512(&t[i*xs+off], 4*xs, &x[off], 4*xs, nb, a, fl, &acc[g*gemmAccWords], &o[0])
+							for r := range min(4, n-i) {
+								for j := range min(6, T-tg*6) {
+									out[(tg*6+j)*rows+r0+i+r] = o[6*r+j]
+								}
+							}
 						}
 					}
 				}
@@ -113,5 +134,4 @@ func (m *Matrix) mulFloat46(p *Pool, out, x []float32, T int) {
 		}
 		runtime.KeepAlive(m)
 	})
-	gemmBufs.Put(tb)
 }

@@ -526,11 +526,13 @@ pfdone:
 	VADDPS        X25, X24, X24 \
 	VMOVSS        X24, (4*p)(AX)
 
-// func gemmx4x6AVX512(w *float32, ws int, x *float32, xs int, nb int, acc *float32, fl int, out *float32)
-// Rows w + r·ws and tokens x + t·xs (bytes) over nb 16-value steps; fl 0
-// leaves the 24 sums at acc (24 × 64 bytes), fl 1 folds them with the
-// sums at acc into out[6r+t].
-TEXT ·gemmx4x6AVX512(SB), NOSPLIT, $0-64
+// func gemmx4x6AVX512(w *float32, ws int, x *float32, xs int, nb int, acc *float32, fl int, acc0 *float32, out *float32)
+// Rows w + r·ws and tokens x + t·xs (bytes) over nb 16-value steps. The
+// 24 sums start from zero, or (fl&1) from those at acc (24 × 64 bytes),
+// so a row may run in blocks of columns with the same additions in the
+// same order as in one call; they are left at acc, or (fl&2) folded with
+// the first pass's sums at acc0 into out[6r+t].
+TEXT ·gemmx4x6AVX512(SB), NOSPLIT, $0-72
 	MOVQ w+0(FP), SI
 	MOVQ ws+8(FP), DI
 	LEAQ (SI)(DI*2), R8
@@ -541,7 +543,14 @@ TEXT ·gemmx4x6AVX512(SB), NOSPLIT, $0-64
 	ADDQ R11, R12
 	MOVQ nb+32(FP), BX
 	MOVQ acc+40(FP), R13
+	MOVQ fl+48(FP), CX
+	TESTQ $1, CX
+	JNZ  g46resume
 	ZEROACC512
+	JMP  g46loop
+
+g46resume:
+	ACC512L((R13), 64(R13), 128(R13), 192(R13), 256(R13), 320(R13), 384(R13), 448(R13), 512(R13), 576(R13), 640(R13), 704(R13), 768(R13), 832(R13), 896(R13), 960(R13), 1024(R13), 1088(R13), 1152(R13), 1216(R13), 1280(R13), 1344(R13), 1408(R13), 1472(R13))
 
 g46loop:
 	VMOVUPS (SI), Z24
@@ -567,15 +576,15 @@ g46loop:
 	DECQ    BX
 	JNZ     g46loop
 
-	MOVQ fl+48(FP), CX
-	TESTQ CX, CX
+	TESTQ $2, CX
 	JNZ  g46fold
 	ACC512S((R13), 64(R13), 128(R13), 192(R13), 256(R13), 320(R13), 384(R13), 448(R13), 512(R13), 576(R13), 640(R13), 704(R13), 768(R13), 832(R13), 896(R13), 960(R13), 1024(R13), 1088(R13), 1152(R13), 1216(R13), 1280(R13), 1344(R13), 1408(R13), 1472(R13))
 	VZEROUPPER
 	RET
 
 g46fold:
-	MOVQ out+56(FP), AX
+	MOVQ acc0+56(FP), R13
+	MOVQ out+64(FP), AX
 	FOLD46(0, Z0, Y0)
 	FOLD46(1, Z1, Y1)
 	FOLD46(2, Z2, Y2)
