@@ -56,12 +56,15 @@ var gemm46 = true
 // fit L1) ran F16 102 → 137 and F32 94 → 128 GFLOP/s with two blocks
 // and tiles of 32 rows, where one block per half and 16-row tiles ran
 // it before; 2048-column products ran as before (one block), 150-153
-// and 140-142. Blocks of 24-48 steps ran 2-8 % slower than 64, and
+// and 140-142. With the prefetches of gemmx4x6AVX512 and mulFloat46,
+// tiles of 40-48 rows ran 0-6 % faster than 32 in one run and slower in
+// the next, and a 48-row tile of F32 at 5632 columns (1.1 MB) would
+// not stay in a 1 MiB L2. Blocks of 24-48 steps ran 2-8 % slower than 64, and
 // running each block over every token group with the rows' block held
 // in L1 instead (each pair's sums waiting in L2 between blocks) ran
 // 10-25 % slower: the sums' trips cost what the blocks save. Tiles of
-// 48 rows ran as 32, of 64 slower, and of 16 8-15 % slower at 5632
-// columns: a token group's block is read once per four rows of a tile.
+// 64 rows ran slower, and of 16 8-15 % slower at 5632 columns: a token
+// group's block is read once per four rows of a tile.
 var gemm46KC, gemm46Tile = 64, 32
 
 // gemmPad is the float32 words added to the length of each row of the

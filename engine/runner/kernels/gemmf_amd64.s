@@ -531,7 +531,9 @@ pfdone:
 // 24 sums start from zero, or (fl&1) from those at acc (24 × 64 bytes),
 // so a row may run in blocks of columns with the same additions in the
 // same order as in one call; they are left at acc, or (fl&2) folded with
-// the first pass's sums at acc0 into out[6r+t].
+// the first pass's sums at acc0 into out[6r+t]. The rows, which stream
+// from L2 while the tokens stay in L1, are asked for into L1 four steps
+// ahead: on one Xeon core that ran the GEMM 1-7 % faster.
 TEXT ·gemmx4x6AVX512(SB), NOSPLIT, $0-72
 	MOVQ w+0(FP), SI
 	MOVQ ws+8(FP), DI
@@ -553,6 +555,10 @@ g46resume:
 	ACC512L((R13), 64(R13), 128(R13), 192(R13), 256(R13), 320(R13), 384(R13), 448(R13), 512(R13), 576(R13), 640(R13), 704(R13), 768(R13), 832(R13), 896(R13), 960(R13), 1024(R13), 1088(R13), 1152(R13), 1216(R13), 1280(R13), 1344(R13), 1408(R13), 1472(R13))
 
 g46loop:
+	PREFETCHT0 256(SI)
+	PREFETCHT0 256(SI)(DI*1)
+	PREFETCHT0 256(SI)(DI*2)
+	PREFETCHT0 256(R8)
 	VMOVUPS (SI), Z24
 	VMOVUPS (SI)(DI*1), Z25
 	VMOVUPS (SI)(DI*2), Z26
