@@ -77,13 +77,47 @@ GLOBL q32shift<>(SB), RODATA|NOPTR, $32
 	VPMADDWD   Y15, Y5, Y5 \
 	VMOVSS     (4*k)(DX)(AX*1), X9
 
+// SCALES4 stores at (R12) the four rows' d·dₐ of their block at offset
+// OFF, dₐ that of block AX/4+k: their four fp16 d gathered into one
+// register's words (VMOVD brings the first d's block neighbour along,
+// which the first VPINSRW replaces), converted and multiplied by dₐ at
+// once, where each row did so apart (VCVTPH2PS, VMULSS, VBROADCASTSS: the
+// same roundings, lane for lane). Each row then broadcasts its product
+// from memory, a load rather than a shuffle: over four rows that is
+// seven vector multiplies and shuffles fewer on ports the integer sums
+// need. Clobbers X8, X10.
+#define SCALES4(OFF, k) \
+	VMOVD        OFF(R10), X8 \
+	VPINSRW      $1, OFF(R10)(BX*1), X8, X8 \
+	VPINSRW      $2, OFF(R11), X8, X8 \
+	VPINSRW      $3, OFF(R11)(BX*1), X8, X8 \
+	VCVTPH2PS    X8, X8 \
+	VBROADCASTSS (4*k)(DX)(AX*1), X10 \
+	VMULPS       X10, X8, X8 \
+	VMOVUPS      X8, (R12)
+
+// Q40ROW4 is Q40ROW with row r's d·dₐ at 4r(R12). Clobbers Y6, Y8.
+#define Q40ROW4(Q, r, ACC) \
+	VBROADCASTI128 Q, Y6 \
+	VPSRLVD        Y12, Y6, Y6 \
+	VPAND          Y14, Y6, Y6 \
+	VPMADDUBSW     Y4, Y6, Y6 \
+	VPMADDWD       Y15, Y6, Y6 \
+	VPSUBD         Y5, Y6, Y6 \
+	VCVTDQ2PS      Y6, Y6 \
+	VBROADCASTSS   (4*r)(R12), Y8 \
+	VFMADD231PS    Y8, Y6, ACC
+
 // Q40BLOCK4 accumulates block k (from R10, R11) of the four rows.
 #define Q40BLOCK4(k) \
-	Q40ACT(k) \
-	Q40ROW(2+18*k(R10), 18*k(R10), Y0) \
-	Q40ROW(2+18*k(R10)(BX*1), 18*k(R10)(BX*1), Y1) \
-	Q40ROW(2+18*k(R11), 18*k(R11), Y2) \
-	Q40ROW(2+18*k(R11)(BX*1), 18*k(R11)(BX*1), Y3)
+	VMOVDQU    (32*k)(DI)(AX*8), Y4 \
+	VPMADDUBSW Y4, Y13, Y5 \
+	VPMADDWD   Y15, Y5, Y5 \
+	SCALES4(18*k, k) \
+	Q40ROW4(2+18*k(R10), 0, Y0) \
+	Q40ROW4(2+18*k(R10)(BX*1), 1, Y1) \
+	Q40ROW4(2+18*k(R11), 2, Y2) \
+	Q40ROW4(2+18*k(R11)(BX*1), 3, Y3)
 
 // REDUCE8TO adds the eight float lanes of Y into the low lane of X.
 #define REDUCE8TO(Y, X) \
@@ -93,7 +127,9 @@ GLOBL q32shift<>(SB), RODATA|NOPTR, $32
 	VHADDPS      X, X, X
 
 // func dotQ4_0RowsAVX2(w *byte, rowBytes, n int, q *int8, d *float32, nb int, out *float32)
-TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $0-56
+TEXT ·dotQ4_0RowsAVX2(SB), NOSPLIT, $32-56
+	LEAQ 15(SP), R12
+	ANDQ $-16, R12 // SCALES4's 16 bytes, aligned
 	MOVQ w+0(FP), SI
 	MOVQ rowBytes+8(FP), BX
 	MOVQ n+16(FP), CX
