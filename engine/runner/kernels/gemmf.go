@@ -67,6 +67,11 @@ var gemm46 = true
 // group's block is read once per four rows of a tile.
 var gemm46KC, gemm46Tile = 64, 32
 
+// gemm46Cvt has mulFloat46 convert an F16 or BF16 tile in its first
+// token group's kernel calls rather than in a pass of its own; the tests
+// run both.
+var gemm46Cvt = true
+
 // gemmPad is the float32 words added to the length of each row of the
 // converted tile: rows of a power-of-two length would all fall in the
 // same few sets of L1 and evict each other; a 256-byte step spreads a

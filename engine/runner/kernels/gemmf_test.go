@@ -36,12 +36,13 @@ func gemmLevelName(l int) string {
 // and nothing written past the output; with whole rows and with column
 // blocks.
 func TestFloatGEMM(t *testing.T) {
-	defer func(l, kc, tb int, k46 bool, kc46, tile46 int) {
-		gemmLevel, gemmKC, gemmTB, gemm46, gemm46KC, gemm46Tile = l, kc, tb, k46, kc46, tile46
-	}(gemmLevel, gemmKC, gemmTB, gemm46, gemm46KC, gemm46Tile)
+	defer func(l, kc, tb int, k46 bool, kc46, tile46 int, cvt bool) {
+		gemmLevel, gemmKC, gemmTB, gemm46, gemm46KC, gemm46Tile, gemm46Cvt = l, kc, tb, k46, kc46, tile46, cvt
+	}(gemmLevel, gemmKC, gemmTB, gemm46, gemm46KC, gemm46Tile, gemm46Cvt)
 	r := rand.New(rand.NewPCG(61, 62))
 	// At AVX-512 the four-row × six-token kernel over blocks of the
-	// default steps and tile, of one and three steps (three splits 25
+	// default steps and tile (F16 and BF16 tiles converted in the first
+	// token group's calls, and by a pass of their own), of one and three steps (three splits 25
 	// steps into blocks of 3 and a last of 1) with tiles of 16 and 32
 	// rows, and over whole halves with tiles of four; then the four-row × three-token one: whole rows, and
 	// blocks of 64 and 256 columns with six and three tokens, whose sums
@@ -50,13 +51,14 @@ func TestFloatGEMM(t *testing.T) {
 		kc, tb       int
 		k46          bool
 		kc46, tile46 int
+		nocvt        bool
 	}{
-		{gemmKC, gemmTB, true, gemm46KC, gemm46Tile},
-		{gemmKC, gemmTB, true, 3, 16}, {gemmKC, gemmTB, true, 1, 32}, {gemmKC, gemmTB, true, 1 << 20, 4},
-		{gemmKC, gemmTB, false, 0, 16}, {64, 6, false, 0, 16}, {256, 3, false, 0, 16},
+		{gemmKC, gemmTB, true, gemm46KC, gemm46Tile, false}, {gemmKC, gemmTB, true, gemm46KC, gemm46Tile, true},
+		{gemmKC, gemmTB, true, 3, 16, false}, {gemmKC, gemmTB, true, 1, 32, false}, {gemmKC, gemmTB, true, 1 << 20, 4, false},
+		{gemmKC, gemmTB, false, 0, 16, false}, {64, 6, false, 0, 16, false}, {256, 3, false, 0, 16, false},
 	} {
-		gemmKC, gemmTB, gemm46, gemm46KC, gemm46Tile = blk.kc, blk.tb, blk.k46, blk.kc46, blk.tile46
-		t.Run(fmt.Sprintf("x6=%v/kc46=%d/tile46=%d", blk.k46, blk.kc46, blk.tile46), func(t *testing.T) { testFloatGEMMLevels(t, r, blk.kc) })
+		gemmKC, gemmTB, gemm46, gemm46KC, gemm46Tile, gemm46Cvt = blk.kc, blk.tb, blk.k46, blk.kc46, blk.tile46, !blk.nocvt
+		t.Run(fmt.Sprintf("x6=%v/kc46=%d/tile46=%d/cvt=%v", blk.k46, blk.kc46, blk.tile46, !blk.nocvt), func(t *testing.T) { testFloatGEMMLevels(t, r, blk.kc) })
 	}
 }
 
