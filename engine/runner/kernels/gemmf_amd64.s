@@ -526,6 +526,14 @@ pfdone:
 	VADDPS        X25, X24, X24 \
 	VMOVSS        X24, (4*p)(AX)
 
+// PF46 asks for the four rows (SI + r·DI, R8 the fourth) into L1 four
+// 64-byte steps ahead.
+#define PF46 \
+	PREFETCHT0 256(SI) \
+	PREFETCHT0 256(SI)(DI*1) \
+	PREFETCHT0 256(SI)(DI*2) \
+	PREFETCHT0 256(R8)
+
 // CVT46STEP stores a converted step's rows (Z24-Z27) at the tile (R9 +
 // r·AX, R14 the fourth), multiplies them into the six tokens as g46loop
 // does, and steps the weights by DX, the tile and tokens by 64 bytes,
@@ -564,7 +572,7 @@ pfdone:
 // from L2 while the tokens stay in L1, are asked for into L1 four steps
 // ahead: on one Xeon core that ran the GEMM 1-7 % faster.
 //
-// With fl&4 (F16), fl&8 (BF16) or fl&16 (F32) the rows are not read at
+// With fl&4 (F16) or fl&8 (BF16) the rows are not read at
 // w but converted from the weights' own rows src + r·ss, a step's 16
 // values sst bytes after the last's (a half's values interleave with
 // the other's), and stored at w as they are used: a tile's first token
@@ -592,7 +600,7 @@ g46resume:
 	ACC512L((R13), 64(R13), 128(R13), 192(R13), 256(R13), 320(R13), 384(R13), 448(R13), 512(R13), 576(R13), 640(R13), 704(R13), 768(R13), 832(R13), 896(R13), 960(R13), 1024(R13), 1088(R13), 1152(R13), 1216(R13), 1280(R13), 1344(R13), 1408(R13), 1472(R13))
 
 g46start:
-	TESTQ $28, CX
+	TESTQ $12, CX
 	JZ    g46loop
 	MOVQ  SI, R9
 	MOVQ  DI, AX
@@ -604,14 +612,9 @@ g46start:
 	MOVQ  sst+88(FP), DX
 	TESTQ $8, CX
 	JNZ   g46bf16
-	TESTQ $16, CX
-	JNZ   g46f32
 
 g46f16:
-	PREFETCHT0 256(SI)
-	PREFETCHT0 256(SI)(DI*1)
-	PREFETCHT0 256(SI)(DI*2)
-	PREFETCHT0 256(R8)
+	PF46
 	VCVTPH2PS  (SI), Z24
 	VCVTPH2PS  (SI)(DI*1), Z25
 	VCVTPH2PS  (SI)(DI*2), Z26
@@ -621,10 +624,7 @@ g46f16:
 	JMP        g46end
 
 g46bf16:
-	PREFETCHT0 256(SI)
-	PREFETCHT0 256(SI)(DI*1)
-	PREFETCHT0 256(SI)(DI*2)
-	PREFETCHT0 256(R8)
+	PF46
 	VPMOVZXWD  (SI), Z24
 	VPMOVZXWD  (SI)(DI*1), Z25
 	VPMOVZXWD  (SI)(DI*2), Z26
@@ -637,24 +637,8 @@ g46bf16:
 	JNZ        g46bf16
 	JMP        g46end
 
-g46f32:
-	PREFETCHT0 512(SI)
-	PREFETCHT0 512(SI)(DI*1)
-	PREFETCHT0 512(SI)(DI*2)
-	PREFETCHT0 512(R8)
-	VMOVUPS    (SI), Z24
-	VMOVUPS    (SI)(DI*1), Z25
-	VMOVUPS    (SI)(DI*2), Z26
-	VMOVUPS    (R8), Z27
-	CVT46STEP
-	JNZ        g46f32
-	JMP        g46end
-
 g46loop:
-	PREFETCHT0 256(SI)
-	PREFETCHT0 256(SI)(DI*1)
-	PREFETCHT0 256(SI)(DI*2)
-	PREFETCHT0 256(R8)
+	PF46
 	VMOVUPS (SI), Z24
 	VMOVUPS (SI)(DI*1), Z25
 	VMOVUPS (SI)(DI*2), Z26
