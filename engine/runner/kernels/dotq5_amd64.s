@@ -354,19 +354,11 @@ q41done:
 	VMULPS       X10, X8, X8 \
 	VMOVUPS      X8, (R12)
 
-#define Q50ROW4(R, r, ACC) \
-	HIBITS(2(R), Y12, Y11, Y13) \
-	SPREAD(6(R), Y9) \
-	VPOR         Y7, Y6, Y6 \
-	ISUM \
-	VPSUBD       Y5, Y6, Y6 \
-	VCVTDQ2PS    Y6, Y6 \
-	VBROADCASTSS (4*r)(R12), Y10 \
-	VFMADD231PS  Y10, Y6, ACC
-
-#define Q50ROW4X(R, r, ACC) \
-	HIBITS(2(R)(BX*1), Y12, Y11, Y13) \
-	SPREAD(6(R)(BX*1), Y9) \
+// Q50ROW4 accumulates into ACC the block of row r whose qh is at QH and
+// nibbles at QS.
+#define Q50ROW4(QH, QS, r, ACC) \
+	HIBITS(QH, Y12, Y11, Y13) \
+	SPREAD(QS, Y9) \
 	VPOR         Y7, Y6, Y6 \
 	ISUM \
 	VPSUBD       Y5, Y6, Y6 \
@@ -417,10 +409,10 @@ q50gblock:
 	VPMADDUBSW Y4, Y13, Y5
 	VPMADDWD   Y15, Y5, Y5
 	SCALES50
-	Q50ROW4(R10, 0, Y0)
-	Q50ROW4X(R10, 1, Y1)
-	Q50ROW4(R11, 2, Y2)
-	Q50ROW4X(R11, 3, Y3)
+	Q50ROW4(2(R10), 6(R10), 0, Y0)
+	Q50ROW4(2(R10)(BX*1), 6(R10)(BX*1), 1, Y1)
+	Q50ROW4(2(R11), 6(R11), 2, Y2)
+	Q50ROW4(2(R11)(BX*1), 6(R11)(BX*1), 3, Y3)
 	ADDQ $22, R10
 	ADDQ $22, R11
 	ADDQ $4, AX

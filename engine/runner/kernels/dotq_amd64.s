@@ -55,16 +55,22 @@ GLOBL q32shift<>(SB), RODATA|NOPTR, $32
 	PREFETCHT1 13824(R11) \
 	PREFETCHT1 13824(R11)(BX*1)
 
-// Q40ROW accumulates into ACC one block of the row whose block starts at
-// H (scale) with its nibbles at Q. Clobbers Y6, Y8.
-#define Q40ROW(Q, H, ACC) \
+// Q40SUM sets Y6 to the eight float lanes of the block whose nibbles
+// are at Q: its integer lane sums against the activation (Y4), less the
+// lanes' 8·Σa (Y5).
+#define Q40SUM(Q) \
 	VBROADCASTI128 Q, Y6 \
 	VPSRLVD        Y12, Y6, Y6 \
 	VPAND          Y14, Y6, Y6 \
 	VPMADDUBSW     Y4, Y6, Y6 \
 	VPMADDWD       Y15, Y6, Y6 \
 	VPSUBD         Y5, Y6, Y6 \
-	VCVTDQ2PS      Y6, Y6 \
+	VCVTDQ2PS      Y6, Y6
+
+// Q40ROW accumulates into ACC one block of the row whose block starts at
+// H (scale) with its nibbles at Q. Clobbers Y6, Y8.
+#define Q40ROW(Q, H, ACC) \
+	Q40SUM(Q) \
 	VCVTPH2PS      H, X8 \
 	VMULSS         X9, X8, X8 \
 	VBROADCASTSS   X8, Y8 \
@@ -98,13 +104,7 @@ GLOBL q32shift<>(SB), RODATA|NOPTR, $32
 
 // Q40ROW4 is Q40ROW with row r's d·dₐ at 4r(R12). Clobbers Y6, Y8.
 #define Q40ROW4(Q, r, ACC) \
-	VBROADCASTI128 Q, Y6 \
-	VPSRLVD        Y12, Y6, Y6 \
-	VPAND          Y14, Y6, Y6 \
-	VPMADDUBSW     Y4, Y6, Y6 \
-	VPMADDWD       Y15, Y6, Y6 \
-	VPSUBD         Y5, Y6, Y6 \
-	VCVTDQ2PS      Y6, Y6 \
+	Q40SUM(Q) \
 	VBROADCASTSS   (4*r)(R12), Y8 \
 	VFMADD231PS    Y8, Y6, ACC
 
